@@ -1,0 +1,28 @@
+"""Small validation helpers shared by the configuration classes."""
+
+from __future__ import annotations
+
+from agentensemble.errors import ValidationError
+
+__all__ = ["is_blank", "require_text"]
+
+
+def is_blank(value: object) -> bool:
+    """True for None and for strings that are empty or whitespace."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def require_text(value: object, message: str) -> str:
+    """Return `value` if it is non-blank text, else raise `ValidationError(message)`."""
+    if is_blank(value):
+        raise ValidationError(message)
+    if not isinstance(value, str):
+        raise ValidationError(f"{message.split(' must ')[0]} must be a string, got: {value!r}")
+    return value
+
+
+def require_int(value: object, field: str) -> int:
+    """Return `value` if it is an int (not a bool), else raise naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{field} must be an integer, got: {value!r}")
+    return value

@@ -1,0 +1,87 @@
+"""`Agent`: a role with a goal, tools and a model."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentensemble._checks import require_int, require_text
+from agentensemble.errors import ValidationError
+from agentensemble.models import ChatModel, resolve_model
+from agentensemble.tools._resolve import check_tools
+
+__all__ = ["Agent"]
+
+
+@dataclass(frozen=True, slots=True, init=False, eq=False)
+class Agent:
+    """An LLM-backed worker: who it is (`role`, `goal`, `background`), what it may use
+    (`tools`) and which model thinks for it (`llm`).
+
+    Agents are immutable and may be shared by many tasks and many concurrent runs.
+    Invalid settings raise `ValidationError` at construction.
+    """
+
+    role: str
+    """Role title, used in prompts, logs and delegation."""
+    goal: str
+    """The agent's objective, included in its system prompt."""
+    background: str | None
+    """Persona background, included in its system prompt when set (alias: ``backstory``)."""
+    tools: tuple[object, ...]
+    """`@tool` functions, objects with `@tool` methods, or `AgentTool` objects."""
+    llm: ChatModel
+    """The model; a ``"provider:model"`` string or a LangChain chat model is converted."""
+    allow_delegation: bool
+    """Whether the agent may delegate subtasks to its peers."""
+    verbose: bool
+    """Log prompts and answers at INFO level."""
+    max_iterations: int
+    """How many tool calls the agent may make for one task before it is told to stop."""
+    response_format: str
+    """Extra formatting instructions appended to the system prompt."""
+
+    def __init__(
+        self,
+        role: str,
+        goal: str,
+        *,
+        background: str | None = None,
+        backstory: str | None = None,
+        tools: Sequence[object] = (),
+        llm: Any = None,
+        allow_delegation: bool = False,
+        verbose: bool = False,
+        max_iterations: int = 25,
+        response_format: str | None = "",
+    ) -> None:
+        require_text(role, "Agent role must not be blank")
+        require_text(goal, "Agent goal must not be blank")
+        if llm is None:
+            raise ValidationError("Agent llm must not be null")
+        model = resolve_model(llm, field="Agent llm")
+        require_int(max_iterations, "Agent max_iterations")
+        if max_iterations <= 0:
+            raise ValidationError(f"Agent max_iterations must be > 0, got: {max_iterations}")
+        checked_tools = check_tools(tools if tools is not None else (), owner="Tool")
+        if background is not None and backstory is not None:
+            raise ValidationError("Agent accepts background or its alias backstory, not both")
+        set_ = object.__setattr__
+        set_(self, "role", role)
+        set_(self, "goal", goal)
+        set_(self, "background", background if background is not None else backstory)
+        set_(self, "tools", checked_tools)
+        set_(self, "llm", model)
+        set_(self, "allow_delegation", bool(allow_delegation))
+        set_(self, "verbose", bool(verbose))
+        set_(self, "max_iterations", max_iterations)
+        set_(self, "response_format", response_format or "")
+
+    def __repr__(self) -> str:
+        return f"Agent(role={self.role!r})"
+
+    def copy(self, **changes: Any) -> Agent:
+        """A new, validated agent with `changes` applied."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,147 @@
+"""Exceptions raised by agentensemble.
+
+The hierarchy is shallow and separates three kinds of failure::
+
+    AgentEnsembleError             every error the library raises
+    ├── ValidationError            misconfiguration (also a ValueError); before any model call
+    ├── PromptTemplateError        a {variable} in a task has no input
+    ├── TaskExecutionError         a task failed; carries every output completed before it
+    ├── ParallelExecutionError     parallel tasks failed; carries outputs and causes
+    ├── AgentExecutionError        the model (or a handler) failed while running an agent
+    ├── MaxIterationsExceededError the model kept calling tools after three STOP messages
+    ├── RateLimitTimeoutError      no rate-limit token became available in time
+    └── ToolExecutionError         a tool failed in a way the model cannot be told about
+
+Errors carry their context as attributes (``task_description``, ``agent_role``,
+``completed_outputs``...) and the original exception in ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentensemble.outputs import TaskOutput
+
+__all__ = [
+    "AgentEnsembleError",
+    "AgentExecutionError",
+    "MaxIterationsExceededError",
+    "ParallelExecutionError",
+    "PromptTemplateError",
+    "RateLimitTimeoutError",
+    "TaskExecutionError",
+    "ToolExecutionError",
+    "ValidationError",
+]
+
+
+class AgentEnsembleError(Exception):
+    """Base class of every error raised by agentensemble."""
+
+
+class ValidationError(AgentEnsembleError, ValueError):
+    """The configuration is invalid. Raised before any model call; the message names the field."""
+
+
+class PromptTemplateError(AgentEnsembleError):
+    """A task description or expected output references template variables with no input."""
+
+    def __init__(self, missing_variables: Sequence[str], template: str) -> None:
+        shown = template if len(template) <= 100 else template[:100] + "..."
+        names = ", ".join(missing_variables)
+        super().__init__(
+            f"Missing template variables: [{names}]. Provide them in ensemble.run(inputs). "
+            f"Template: '{shown}'"
+        )
+        self.missing_variables: tuple[str, ...] = tuple(missing_variables)
+        """Every missing variable, in order of first appearance."""
+        self.template: str = template
+        """The full template text."""
+
+
+class TaskExecutionError(AgentEnsembleError):
+    """A task failed. ``completed_outputs`` holds every output finished before the failure."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        task_description: str,
+        agent_role: str,
+        completed_outputs: Sequence[TaskOutput] = (),
+    ) -> None:
+        super().__init__(message)
+        self.task_description = task_description
+        self.agent_role = agent_role
+        self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
+
+
+class ParallelExecutionError(AgentEnsembleError):
+    """Several tasks of a parallel run failed (``CONTINUE_ON_ERROR``)."""
+
+    def __init__(
+        self,
+        *,
+        completed_outputs: Sequence[TaskOutput],
+        failed_task_causes: Mapping[str, BaseException],
+    ) -> None:
+        self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
+        self.failed_task_causes: dict[str, BaseException] = dict(failed_task_causes)
+        """Failure cause by task description."""
+        self.failed_count = len(self.failed_task_causes)
+        self.completed_count = len(self.completed_outputs)
+        total = self.failed_count + self.completed_count
+        super().__init__(f"{self.failed_count} of {total} tasks failed")
+
+
+class AgentExecutionError(AgentEnsembleError):
+    """The model, a handler or the tool machinery failed while an agent ran a task."""
+
+    def __init__(self, message: str, *, agent_role: str, task_description: str) -> None:
+        super().__init__(message)
+        self.agent_role = agent_role
+        self.task_description = task_description
+
+
+class MaxIterationsExceededError(AgentEnsembleError):
+    """The model asked for tools three more times after being told to stop."""
+
+    def __init__(
+        self, *, agent_role: str, task_description: str, max_iterations: int, tool_calls_made: int
+    ) -> None:
+        super().__init__(
+            f"Agent '{agent_role}' exceeded maximum iterations ({max_iterations}). "
+            f"Tool calls made: {tool_calls_made}. Task: '{task_description}'. "
+            "Consider increasing max_iterations or simplifying the task."
+        )
+        self.agent_role = agent_role
+        self.task_description = task_description
+        self.max_iterations = max_iterations
+        self.tool_calls_made = tool_calls_made
+
+
+class RateLimitTimeoutError(AgentEnsembleError):
+    """No rate-limit token became available within the wait timeout."""
+
+    def __init__(self, *, requests: int, period: timedelta, wait_timeout: timedelta) -> None:
+        waited_ms = round(wait_timeout.total_seconds() * 1000)
+        super().__init__(
+            f"Rate limit exceeded: waited {waited_ms}ms but no token became available. "
+            f"Limit: {requests} requests per {period}. "
+            "Increase wait_timeout or reduce concurrency."
+        )
+        self.requests = requests
+        self.period = period
+        self.wait_timeout = wait_timeout
+
+
+class ToolExecutionError(AgentEnsembleError):
+    """A tool failed in a way that cannot be reported back to the model as text."""
+
+    def __init__(self, message: str, *, tool_name: str, tool_input: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.tool_input = tool_input

@@ -1,0 +1,19 @@
+"""The execution engine: prompts, templates, the agent loop and agent synthesis."""
+
+from agentensemble.execution._logging import TaskContextFilter
+from agentensemble.execution._synthesis import (
+    AgentSynthesizer,
+    LLMAgentSynthesizer,
+    Persona,
+    TemplateAgentSynthesizer,
+)
+from agentensemble.execution._templates import resolve_template
+
+__all__ = [
+    "AgentSynthesizer",
+    "LLMAgentSynthesizer",
+    "Persona",
+    "TaskContextFilter",
+    "TemplateAgentSynthesizer",
+    "resolve_template",
+]

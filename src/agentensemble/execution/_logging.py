@@ -1,0 +1,76 @@
+"""Task context for log records, carried in a `contextvars.ContextVar`.
+
+Every record logged by agentensemble during a task carries ``task_index`` (``"2/5"``),
+``task_description`` (first 80 characters) and ``agent_role`` attributes, so a log format
+such as ``"%(task_index)s %(agent_role)s %(message)s"`` works. Records logged outside a task
+carry empty strings. Use `TaskContextFilter` on your own handlers to add the same
+attributes to records from other libraries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, MutableMapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LogContext", "TaskContextFilter", "get_logger", "log_context", "task_log_context"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogContext:
+    """What the current task is, for log records."""
+
+    task_index: str = ""
+    task_description: str = ""
+    agent_role: str = ""
+
+
+_current: ContextVar[LogContext] = ContextVar("agentensemble_log_context", default=LogContext())  # noqa: B039 (frozen)
+
+
+def log_context() -> LogContext:
+    """The log context of the running task (empty outside a task)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def task_log_context(index: int, total: int, description: str, role: str) -> Iterator[None]:
+    """Set the log context for the duration of a task; always restored afterwards."""
+    token = _current.set(LogContext(f"{index}/{total}", description[:80], role))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+class TaskContextFilter(logging.Filter):
+    """Adds ``task_index``, ``task_description`` and ``agent_role`` to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = _current.get()
+        record.task_index = context.task_index
+        record.task_description = context.task_description
+        record.agent_role = context.agent_role
+        return True
+
+
+class _ContextAdapter(logging.LoggerAdapter[logging.Logger]):
+    """Adds the current task's log context to each record as ``extra`` attributes."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        context = _current.get()
+        extra = kwargs.setdefault("extra", {})
+        extra.setdefault("task_index", context.task_index)
+        extra.setdefault("task_description", context.task_description)
+        extra.setdefault("agent_role", context.agent_role)
+        return msg, kwargs
+
+
+def get_logger(name: str) -> logging.LoggerAdapter[logging.Logger]:
+    """A logger under ``agentensemble`` whose records carry the task log context."""
+    return _ContextAdapter(logging.getLogger(name), {})

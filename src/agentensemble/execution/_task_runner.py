@@ -1,0 +1,130 @@
+"""Run one planned task with its events and log context. Shared by every workflow."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+
+from agentensemble.errors import TaskExecutionError
+from agentensemble.execution._agent_loop import AgentRun, execute_agent
+from agentensemble.execution._context import ExecutionContext
+from agentensemble.execution._logging import get_logger, task_log_context
+from agentensemble.execution._planning import PlannedTask
+from agentensemble.observability._events import (
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskStartEvent,
+)
+from agentensemble.outputs import TaskOutput
+from agentensemble.task import Task
+from agentensemble.tools._resolve import ToolSet
+
+__all__ = ["context_outputs", "run_task"]
+
+logger = get_logger("agentensemble.task")
+
+
+def context_outputs(
+    planned: PlannedTask, completed: Mapping[Task, TaskOutput], *, strict: bool
+) -> tuple[TaskOutput, ...]:
+    """Outputs of the task's context tasks, in declared order.
+
+    `strict` raises when one is missing (sequential runs); otherwise missing ones are skipped.
+    """
+    found = []
+    for dependency in planned.source.context:
+        output = completed.get(dependency)
+        if output is not None:
+            found.append(output)
+        elif strict:
+            raise TaskExecutionError(
+                f"Context task not yet completed: {dependency.description}",
+                task_description=dependency.description,
+                agent_role=dependency.agent.role if dependency.agent else "",
+                completed_outputs=tuple(completed.values()),
+            )
+    return tuple(found)
+
+
+async def run_task(
+    planned: PlannedTask,
+    context: Sequence[TaskOutput],
+    ctx: ExecutionContext,
+    *,
+    total: int,
+) -> TaskOutput:
+    """Execute one task, firing start/complete/failed events. Failures are re-raised as is."""
+    with task_log_context(planned.index, total, planned.description, planned.role):
+        logger.info(
+            "Task %d/%d starting | Description: %s | Agent: %s",
+            planned.index,
+            total,
+            planned.description[:80],
+            planned.role,
+        )
+        await ctx.events.emit("on_task_start", _start_event(planned, total))
+        started = time.perf_counter()
+        try:
+            output = await _execute(planned, context, ctx)
+        except Exception as error:
+            elapsed = timedelta(seconds=time.perf_counter() - started)
+            await ctx.events.emit("on_task_failed", _failed_event(planned, total, error, elapsed))
+            raise
+        logger.info(
+            "Task %d/%d completed | Duration: %s | Tool calls: %d",
+            planned.index,
+            total,
+            output.duration,
+            output.tool_call_count,
+        )
+        await ctx.events.emit("on_task_complete", _complete_event(planned, total, output))
+        return output
+
+
+async def _execute(
+    planned: PlannedTask, context: Sequence[TaskOutput], ctx: ExecutionContext
+) -> TaskOutput:
+    run = AgentRun(
+        agent=planned.agent,
+        description=planned.description,
+        expected_output=planned.expected_output,
+        context=tuple(context),
+        task_index=planned.index,
+        tools=ToolSet.of(planned.agent.tools),
+        ctx=ctx,
+    )
+    return await execute_agent(run)
+
+
+def _start_event(planned: PlannedTask, total: int) -> TaskStartEvent:
+    return TaskStartEvent(
+        task_description=planned.description,
+        agent_role=planned.role,
+        task_index=planned.index,
+        total_tasks=total,
+    )
+
+
+def _complete_event(planned: PlannedTask, total: int, output: TaskOutput) -> TaskCompleteEvent:
+    return TaskCompleteEvent(
+        task_description=planned.description,
+        agent_role=planned.role,
+        task_output=output,
+        duration=output.duration,
+        task_index=planned.index,
+        total_tasks=total,
+    )
+
+
+def _failed_event(
+    planned: PlannedTask, total: int, error: BaseException, elapsed: timedelta
+) -> TaskFailedEvent:
+    return TaskFailedEvent(
+        task_description=planned.description,
+        agent_role=planned.role,
+        cause=error,
+        duration=elapsed,
+        task_index=planned.index,
+        total_tasks=total,
+    )

@@ -1,0 +1,48 @@
+"""The model layer: message types, the `ChatModel` protocol, adapters and test doubles."""
+
+from agentensemble.models._langchain import LangChainChatModel
+from agentensemble.models._messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from agentensemble.models._openai import OpenAIChatModel
+from agentensemble.models._protocol import ChatModel, StreamingChatModel
+from agentensemble.models._resolve import resolve_model
+from agentensemble.models._testing import (
+    FunctionModel,
+    ModelRequest,
+    Reply,
+    ScriptedModel,
+    ScriptExhaustedError,
+    tool_call,
+)
+
+__all__ = [
+    "AssistantMessage",
+    "ChatModel",
+    "ChatResponse",
+    "FunctionModel",
+    "LangChainChatModel",
+    "Message",
+    "ModelRequest",
+    "OpenAIChatModel",
+    "Reply",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "StreamingChatModel",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "resolve_model",
+    "tool_call",
+]

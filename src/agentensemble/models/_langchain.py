@@ -1,0 +1,120 @@
+"""Adapter that lets any LangChain chat model serve as a `ChatModel`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agentensemble.models._extras import require
+from agentensemble.models._messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["LangChainChatModel", "is_langchain_chat_model"]
+
+
+def is_langchain_chat_model(obj: object) -> bool:
+    """True when `obj` is a LangChain `BaseChatModel` (never imports LangChain itself)."""
+    module = sys.modules.get("langchain_core.language_models.chat_models")
+    if module is None:
+        return False
+    return isinstance(obj, module.BaseChatModel)
+
+
+class LangChainChatModel:
+    """Wraps a LangChain `BaseChatModel`. Passing one where a model is expected wraps it.
+
+    Tools are bound with `bind_tools` only when a request offers tools, because several
+    LangChain models (the fake ones among them) do not implement `bind_tools`.
+    """
+
+    def __init__(self, model: Any) -> None:
+        require("langchain_core", "langchain")
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"LangChainChatModel({type(self.model).__name__})"
+
+    async def chat(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+    ) -> ChatResponse:
+        """Invoke the wrapped model and convert its `AIMessage`."""
+        runnable = self.model
+        if tools:
+            runnable = runnable.bind_tools([_tool_to_openai(spec) for spec in tools])
+        reply = await runnable.ainvoke([_to_langchain(message) for message in messages])
+        return _from_langchain(reply)
+
+
+def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": dict(spec.parameters),
+        },
+    }
+
+
+def _to_langchain(message: Message) -> Any:
+    lc = require("langchain_core.messages", "langchain")
+    if isinstance(message, SystemMessage):
+        return lc.SystemMessage(content=message.text)
+    if isinstance(message, UserMessage):
+        return lc.HumanMessage(content=message.text)
+    if isinstance(message, ToolResultMessage):
+        return lc.ToolMessage(
+            content=message.text, tool_call_id=message.tool_call_id, name=message.tool_name
+        )
+    calls = [
+        {"id": call.id, "name": call.name, "args": _arguments_dict(call.arguments)}
+        for call in message.tool_calls
+    ]
+    return lc.AIMessage(content=message.text or "", tool_calls=calls)
+
+
+def _arguments_dict(arguments: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [
+        part if isinstance(part, str) else str(part.get("text", ""))
+        for part in content
+        if isinstance(part, str) or (isinstance(part, dict) and part.get("type") == "text")
+    ]
+    return "".join(parts)
+
+
+def _from_langchain(reply: Any) -> ChatResponse:
+    calls = tuple(
+        ToolCall(
+            id=call.get("id") or f"lc_{index}",
+            name=call["name"],
+            arguments=json.dumps(call["args"]),
+        )
+        for index, call in enumerate(getattr(reply, "tool_calls", None) or ())
+    )
+    text = _text_of(reply.content) or None
+    metadata = getattr(reply, "usage_metadata", None)
+    usage = None
+    if metadata:
+        usage = Usage(metadata.get("input_tokens"), metadata.get("output_tokens"))
+    return ChatResponse(message=AssistantMessage(text=text, tool_calls=calls), usage=usage)

@@ -1,0 +1,192 @@
+"""`OpenAIChatModel`: OpenAI and every OpenAI-compatible server, through the official SDK."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentensemble.models._extras import require
+from agentensemble.models._messages import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["OpenAIChatModel"]
+
+
+class OpenAIChatModel:
+    """A chat model served over the OpenAI chat-completions API.
+
+    Works with OpenAI, Azure OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp,
+    LM Studio) through `base_url`. Retries of 408/409/429/5xx responses, with backoff that
+    honours ``retry-after``, are the SDK's (`max_retries`). The SDK client is created on first
+    use, so building an ensemble never needs credentials.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        require("openai", "openai")
+        self.model = model
+        self.base_url = base_url
+        self._api_key = api_key
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.temperature = temperature
+        self._extra_body = dict(extra_body or {})
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            openai = require("openai", "openai")
+            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+            self._client = openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+            )
+        return self._client
+
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_to_wire(message) for message in messages],
+        }
+        if tools:
+            request["tools"] = [_tool_to_wire(spec) for spec in tools]
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        if self._extra_body:
+            request["extra_body"] = self._extra_body
+        return request
+
+    async def chat(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+    ) -> ChatResponse:
+        """Send one chat-completions request and convert the reply."""
+        completion = await self._get_client().chat.completions.create(
+            **self._request(messages, tools)
+        )
+        choice = completion.choices[0].message
+        calls = tuple(
+            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
+            for call in choice.tool_calls or ()
+        )
+        return ChatResponse(
+            message=AssistantMessage(text=choice.content, tool_calls=calls),
+            usage=_usage(completion.usage),
+        )
+
+    async def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[str | ChatResponse]:
+        """Stream a chat completion: text deltas as they arrive, then the whole turn."""
+        request = self._request(messages, tools)
+        chunks = await self._get_client().chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        assembly = _StreamAssembly()
+        async for chunk in chunks:
+            delta = assembly.add(chunk)
+            if delta:
+                yield delta
+        yield assembly.response()
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _StreamAssembly:
+    """Accumulates streamed chunks into one `ChatResponse`."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage | None = None
+
+    def add(self, chunk: Any) -> str:
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        if not chunk.choices:
+            return ""
+        delta = chunk.choices[0].delta
+        for part in delta.tool_calls or ():
+            call = self.calls.setdefault(part.index, _PartialCall())
+            call.id = part.id or call.id
+            if part.function is not None:
+                call.name = part.function.name or call.name
+                call.arguments.append(part.function.arguments or "")
+        if delta.content:
+            self.text.append(delta.content)
+            return str(delta.content)
+        return ""
+
+    def response(self) -> ChatResponse:
+        calls = tuple(
+            ToolCall(id=call.id, name=call.name, arguments="".join(call.arguments))
+            for _, call in sorted(self.calls.items())
+        )
+        text = "".join(self.text) if self.text else None
+        return ChatResponse(message=AssistantMessage(text=text, tool_calls=calls), usage=self.usage)
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
+
+
+def _tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": dict(spec.parameters),
+        },
+    }
+
+
+def _to_wire(message: Message) -> dict[str, Any]:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.text}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.text}
+    if isinstance(message, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
+    return wire

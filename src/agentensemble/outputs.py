@@ -1,0 +1,92 @@
+"""Results: `TaskOutput` for one task, `EnsembleOutput` for a run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from agentensemble.enums import ExitReason
+from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
+from agentensemble.task import Task
+
+__all__ = ["EnsembleOutput", "TaskOutput"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOutput:
+    """The result of one task."""
+
+    raw: str
+    """The final answer text ("" when the model answered nothing)."""
+    task_description: str
+    """The task description after template resolution."""
+    agent_role: str
+    completed_at: datetime
+    """When the task finished (UTC)."""
+    duration: timedelta
+    tool_call_count: int = 0
+    """Tool calls actually executed."""
+    parsed_output: Any = None
+    """The structured result, when the task asked for one."""
+    output_type: Any = None
+    metrics: TaskMetrics = field(default_factory=TaskMetrics)
+
+    def parsed(self, type_: type[T]) -> T:
+        """`parsed_output` checked to be a `type_`.
+
+        Raises ValueError when there is no parsed output, TypeError when it is another type.
+        """
+        if self.parsed_output is None:
+            raise ValueError(f"Task '{self.task_description}' has no parsed output")
+        if not isinstance(self.parsed_output, type_):
+            raise TypeError(
+                f"Parsed output is {type(self.parsed_output).__name__}, not {type_.__name__}"
+            )
+        return self.parsed_output
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnsembleOutput:
+    """The result of a run: every task output plus totals."""
+
+    task_outputs: tuple[TaskOutput, ...]
+    """Completed outputs in execution (sequential) or completion (parallel) order."""
+    total_duration: timedelta
+    exit_reason: ExitReason = ExitReason.COMPLETED
+    metrics: ExecutionMetrics = field(default_factory=ExecutionMetrics)
+    phase_outputs: Mapping[str, tuple[TaskOutput, ...]] = field(default_factory=dict)
+    """Outputs by phase name (runs with phases only)."""
+    _by_task: Mapping[Task, TaskOutput] = field(default_factory=dict, repr=False)
+
+    @property
+    def raw(self) -> str:
+        """The last output's text ("" when no task completed)."""
+        return self.task_outputs[-1].raw if self.task_outputs else ""
+
+    @property
+    def total_tool_calls(self) -> int:
+        """Tool calls executed over every task."""
+        return sum(output.tool_call_count for output in self.task_outputs)
+
+    @property
+    def is_complete(self) -> bool:
+        """True when the run ran to completion."""
+        return self.exit_reason is ExitReason.COMPLETED
+
+    @property
+    def completed_tasks(self) -> tuple[TaskOutput, ...]:
+        """Alias of `task_outputs`."""
+        return self.task_outputs
+
+    @property
+    def last_completed_output(self) -> TaskOutput | None:
+        """The last completed output, or None."""
+        return self.task_outputs[-1] if self.task_outputs else None
+
+    def output_for(self, task: Task) -> TaskOutput | None:
+        """The output of `task`, the very object you passed in (identity, not equality)."""
+        return self._by_task.get(task)

@@ -1,0 +1,79 @@
+"""Validation and resolution of the objects users pass as tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentensemble.errors import ValidationError
+from agentensemble.models import ToolSpec
+from agentensemble.tools._agent_tool import AgentTool, AgentToolAdapter
+from agentensemble.tools._base import Tool
+from agentensemble.tools._function import FunctionTool
+
+__all__ = ["ToolSet", "check_tools", "expand_tool", "tool_methods"]
+
+
+def tool_methods(obj: object) -> list[FunctionTool]:
+    """The `@tool` methods of `obj`, bound to it, in definition order."""
+    found: dict[str, FunctionTool] = {}
+    for klass in reversed(type(obj).__mro__):
+        for attribute, value in vars(klass).items():
+            if isinstance(value, FunctionTool) and value.is_method:
+                found[attribute] = value.__get__(obj, type(obj))
+    return list(found.values())
+
+
+def expand_tool(entry: object) -> list[Tool]:
+    """The tools one entry provides, or an empty list if it provides none."""
+    if isinstance(entry, FunctionTool):
+        return [entry]
+    if isinstance(entry, AgentTool) and not isinstance(entry, type):
+        return [AgentToolAdapter(entry)]
+    return list(tool_methods(entry))
+
+
+def check_tools(tools: Sequence[object], *, owner: str) -> tuple[object, ...]:
+    """Validate a tools list; `owner` is ``"Tool"`` (agents) or ``"Task tool"`` (tasks)."""
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
+        raise ValidationError(f"{owner}s must be a list, got: {type(tools).__name__}")
+    entries = tuple(tools)
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        if entry is None:
+            raise ValidationError(f"{owner} at index {index} must not be null")
+        provided = expand_tool(entry)
+        if not provided:
+            raise ValidationError(
+                f"{owner} at index {index} ({type(entry).__name__}) is neither an AgentTool "
+                "nor has @tool-annotated methods"
+            )
+        for item in provided:
+            name = item.spec.name
+            if name in names:
+                raise ValidationError(
+                    f"{owner} at index {index} reuses tool name '{name}'; tool names must be unique"
+                )
+            names.add(name)
+    return entries
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """Tools resolved for one agent run: specs to offer and a lookup by name."""
+
+    specs: tuple[ToolSpec, ...]
+    by_name: dict[str, Tool]
+
+    @classmethod
+    def of(cls, *groups: Iterable[object]) -> ToolSet:
+        """Resolve every entry of every group (later duplicates replace earlier ones)."""
+        by_name: dict[str, Tool] = {}
+        for group in groups:
+            for entry in group:
+                for resolved in expand_tool(entry):
+                    by_name[resolved.spec.name] = resolved
+        return cls(tuple(t.spec for t in by_name.values()), by_name)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_name)

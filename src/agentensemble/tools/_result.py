@@ -1,0 +1,65 @@
+"""`ToolResult`: what a tool returns to the agent loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ToolResult"]
+
+_NO_MESSAGE = "Tool execution failed with no message"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """The outcome of one tool call. Build it with `ToolResult.success` or `ToolResult.failure`."""
+
+    output: str = ""
+    """Text shown to the model on success."""
+    is_success: bool = True
+    error_message: str | None = None
+    """Why the tool failed; the model sees ``"Error: {error_message}"``."""
+    structured_output: Any = None
+    """Optional typed payload, surfaced to listeners and traces (never sent to the model)."""
+
+    @classmethod
+    def success(cls, output: str = "", structured: Any = None) -> ToolResult:
+        """A successful result with `output` text and an optional structured payload."""
+        return cls(output=output, structured_output=structured)
+
+    @classmethod
+    def failure(cls, error_message: str | None) -> ToolResult:
+        """A failed result; the model is shown the error message."""
+        return cls(is_success=False, error_message=error_message or _NO_MESSAGE)
+
+    @property
+    def text_for_model(self) -> str:
+        """The text the model sees for this result."""
+        return self.output if self.is_success else f"Error: {self.error_message}"
+
+
+def coerce_result(value: object) -> ToolResult:
+    """Turn whatever a tool returned into a `ToolResult` (None is an empty success)."""
+    if isinstance(value, ToolResult):
+        return value
+    if value is None:
+        return ToolResult.success("")
+    if isinstance(value, str):
+        if value.startswith("Error:"):
+            return ToolResult(output=value, is_success=False, error_message=value[6:].strip())
+        return ToolResult.success(value)
+    return ToolResult.success(_to_text(value), structured=value)
+
+
+def _to_text(value: object) -> str:
+    from pydantic_core import to_json
+
+    try:
+        return to_json(value).decode()
+    except Exception:
+        return str(value)
+
+
+def error_text(error: BaseException) -> str:
+    """A one-line description of an exception raised by tool code."""
+    return str(error) or type(error).__name__
