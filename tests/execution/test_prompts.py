@@ -1,0 +1,93 @@
+from datetime import UTC, datetime, timedelta
+
+from inline_snapshot import snapshot
+
+from agentensemble import Agent, ScriptedModel, TaskOutput
+from agentensemble.execution._prompts import build_system_prompt, build_user_prompt
+
+LLM = ScriptedModel([])
+
+
+def output(role: str, description: str, raw: str) -> TaskOutput:
+    return TaskOutput(
+        raw=raw,
+        task_description=description,
+        agent_role=role,
+        completed_at=datetime.now(UTC),
+        duration=timedelta(0),
+    )
+
+
+def test_minimal_system_prompt() -> None:
+    agent = Agent("Content Writer", "Write articles", llm=LLM)
+    assert build_system_prompt(agent) == snapshot("""\
+You are Content Writer.
+
+Your personal goal is: Write articles
+
+You must produce a final answer that satisfies the expected output described in the task.
+Focus on quality and accuracy. Do not add unnecessary preamble or postscript to your final answer.\
+""")
+
+
+def test_full_system_prompt() -> None:
+    agent = Agent(
+        "Analyst",
+        "Find trends",
+        llm=LLM,
+        background="Ten years in markets.",
+        response_format="Bullet points only",
+    )
+    assert build_system_prompt(agent) == snapshot("""\
+You are Analyst.
+Ten years in markets.
+
+Your personal goal is: Find trends
+
+You must produce a final answer that satisfies the expected output described in the task.
+Focus on quality and accuracy. Do not add unnecessary preamble or postscript to your final answer.
+Output format instructions: Bullet points only\
+""")
+
+
+def test_blank_background_is_omitted() -> None:
+    agent = Agent("A", "G", llm=LLM, background="   ")
+    assert build_system_prompt(agent).startswith("You are A.\n\nYour personal goal is: G")
+
+
+def test_user_prompt_without_context() -> None:
+    assert build_user_prompt("Do it", "Done") == "## Task\nDo it\n\n## Expected Output\nDone"
+
+
+def test_user_prompt_with_context_in_declared_order() -> None:
+    context = [
+        output("Researcher", "Research bees", "Bees dance."),
+        output("Editor", "Edit notes", ""),
+    ]
+    assert build_user_prompt("Write", "An article", context) == snapshot("""\
+## Context from Previous Tasks
+The following results from previous tasks may be relevant:
+
+---
+### Researcher: Research bees
+Bees dance.
+---
+
+---
+### Editor: Edit notes
+
+---
+
+## Task
+Write
+
+## Expected Output
+An article\
+""")
+
+
+def test_large_context_is_warned_about_but_not_cut(caplog) -> None:
+    big = output("R", "Big task", "x" * 10_001)
+    prompt = build_user_prompt("Use it", "Summary", [big])
+    assert "x" * 10_001 in prompt
+    assert "Context from task 'Big task' is 10001 characters (>10000)" in caplog.text

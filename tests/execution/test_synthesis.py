@@ -1,0 +1,100 @@
+import pytest
+
+from agentensemble import (
+    Agent,
+    Ensemble,
+    FunctionModel,
+    LLMAgentSynthesizer,
+    ScriptedModel,
+    Task,
+    tool,
+)
+from agentensemble.execution._synthesis import template_persona
+from agentensemble.models import SystemMessage
+
+
+@pytest.mark.parametrize(
+    ("description", "role"),
+    [
+        ("Research the latest developments in AI agents", "Researcher"),
+        ("Please carefully and thoroughly write a blog post", "Writer"),
+        ("Summarise the report", "Summarizer"),
+        ("Now, ANALYZE: the data!", "Analyst"),
+        ("one two three four five six seven eight research", "Agent"),
+        ("one two three four five six seven research", "Researcher"),
+        ("Tell me a joke", "Agent"),
+        ("Scrape the pages", "Collector"),
+    ],
+)
+def test_template_roles(description: str, role: str) -> None:
+    persona = template_persona(description)
+    assert persona.role == role
+    assert persona.goal == description
+    assert persona.background == (
+        f"An expert {role} with extensive domain knowledge and professional experience."
+    )
+
+
+@tool
+def search(query: str) -> str:
+    """Search."""
+    return "results"
+
+
+def test_task_level_model_tools_and_limits_reach_the_synthesised_agent() -> None:
+    ensemble_llm = ScriptedModel([])
+    task_llm = ScriptedModel(["answer"])
+    task = Task("Research bees", llm=task_llm, tools=[search], max_iterations=4)
+
+    output = Ensemble(tasks=[task], llm=ensemble_llm).run()
+
+    assert output.raw == "answer"
+    assert ensemble_llm.requests == []
+    assert [spec.name for spec in task_llm.requests[0].tools] == ["search"]
+    assert output.task_outputs[0].agent_role == "Researcher"
+
+
+def test_an_explicit_agent_ignores_task_tools() -> None:
+    llm = ScriptedModel(["x"])
+    agent = Agent("Writer", "Write", llm=llm)
+    Ensemble(tasks=[Task("Write", agent=agent, tools=[search])]).run()
+    assert llm.requests[0].tools == ()
+
+
+def test_llm_synthesiser_uses_the_models_persona() -> None:
+    replies = [
+        'Sure: {"role": "Bee Expert", "goal": "Explain bees", "background": "Apiarist."}',
+        "Bees are great.",
+    ]
+    llm = ScriptedModel(replies)
+    output = Ensemble(
+        tasks=[Task("Explain bees")], llm=llm, agent_synthesizer=LLMAgentSynthesizer()
+    ).run()
+    assert output.task_outputs[0].agent_role == "Bee Expert"
+    system = llm.requests[1].messages[0]
+    assert isinstance(system, SystemMessage)
+    assert system.text.startswith(
+        "You are Bee Expert.\nApiarist.\n\nYour personal goal is: Explain bees"
+    )
+
+
+@pytest.mark.parametrize("reply", ["no json here", '{"role": "", "goal": "x"}', "{broken"])
+def test_llm_synthesiser_falls_back_to_the_template(reply: str, caplog) -> None:
+    llm = ScriptedModel([reply, "done"])
+    output = Ensemble(
+        tasks=[Task("Review the code")], llm=llm, agent_synthesizer=LLMAgentSynthesizer()
+    ).run()
+    assert output.task_outputs[0].agent_role == "Reviewer"
+    assert "using the template" in caplog.text
+
+
+def test_llm_synthesiser_does_not_hide_model_errors() -> None:
+    def broken(messages, tools):
+        raise PermissionError("invalid api key")
+
+    with pytest.raises(PermissionError, match="invalid api key"):
+        Ensemble(
+            tasks=[Task("Review")],
+            llm=FunctionModel(broken),
+            agent_synthesizer=LLMAgentSynthesizer(),
+        ).run()

@@ -1,0 +1,171 @@
+"""A local HTTP server speaking the OpenAI chat-completions wire format, for tests.
+
+Replies are scripted: each is a final text, a list of tool calls ``(id, name, arguments)``,
+or an HTTP error status. Every request body is recorded. ``stream: true`` requests get
+server-sent events chunked the way OpenAI chunks them, usage in the last chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Error:
+    status: int
+    retry_after_ms: int = 1
+
+
+@dataclass
+class ToolCalls:
+    calls: list[tuple[str, str, str]]
+
+
+Scripted = str | ToolCalls | Error
+
+
+@dataclass
+class OpenAIStub:
+    replies: list[Scripted]
+    usage: tuple[int, int] = (11, 7)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_reply(self, body: dict[str, Any], path: str) -> Scripted:
+        with self.lock:
+            self.requests.append(body)
+            self.paths.append(path)
+            return self.replies.pop(0)
+
+
+def _message(reply: str | ToolCalls) -> dict[str, Any]:
+    if isinstance(reply, str):
+        return {"role": "assistant", "content": reply}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+            for i, n, a in reply.calls
+        ],
+    }
+
+
+def _completion(reply: str | ToolCalls, usage: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "stub-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": _message(reply),
+                "finish_reason": "stop" if isinstance(reply, str) else "tool_calls",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        },
+    }
+
+
+def _chunks(reply: str | ToolCalls, usage: tuple[int, int]) -> Iterator[dict[str, Any]]:
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    if isinstance(reply, str):
+        for index in range(0, len(reply), 4):
+            delta = {"content": reply[index : index + 4]}
+            yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    else:
+        for position, (call_id, name, arguments) in enumerate(reply.calls):
+            half = len(arguments) // 2
+            first = {
+                "index": position,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments[:half]},
+            }
+            second = {"index": position, "function": {"arguments": arguments[half:]}}
+            for part in (first, second):
+                delta = {"tool_calls": [part]}
+                yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    totals = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+    yield {**base, "choices": [], "usage": totals}
+
+
+def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            reply = stub.next_reply(body, self.path)
+            if isinstance(reply, Error):
+                self._send(
+                    reply.status,
+                    {"error": {"message": "scripted failure"}},
+                    {"retry-after-ms": str(reply.retry_after_ms)},
+                )
+            elif body.get("stream"):
+                self._stream(reply)
+            else:
+                self._send(200, _completion(reply, stub.usage))
+
+        def _send(
+            self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _stream(self, reply: str | ToolCalls) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for chunk in _chunks(reply, stub.usage):
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+    return Handler
+
+
+class OpenAIServer:
+    """Context manager running the stub on 127.0.0.1 with an ephemeral port."""
+
+    def __init__(self, stub: OpenAIStub) -> None:
+        self.stub = stub
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

@@ -1,0 +1,113 @@
+"""OpenAIChatModel through the real openai SDK against a local wire-format server."""
+
+import json
+
+import pytest
+
+from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionError, tool
+from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
+
+from .openai_server import Error, OpenAIServer, OpenAIStub, ToolCalls
+
+pytestmark = pytest.mark.integration
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_tool_call_round_trip_with_usage() -> None:
+    stub = OpenAIStub([ToolCalls([("call_1", "add", '{"a": 2, "b": 3}')]), "The sum is 5."])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("stub-model", base_url=server.base_url, api_key="test")
+        agent = Agent("Calculator", "Add numbers", llm=model, tools=[add])
+        output = Ensemble(tasks=[Task("Add 2 and 3", agent=agent)]).run()
+
+    assert output.raw == "The sum is 5."
+    assert output.task_outputs[0].tool_call_count == 1
+    assert output.metrics.total_input_tokens == 22
+    assert output.metrics.total_output_tokens == 14
+    assert stub.paths == ["/v1/chat/completions", "/v1/chat/completions"]
+
+    first, second = stub.requests
+    assert first["model"] == "stub-model"
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "add",
+                "description": "Add two integers.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"],
+                },
+            },
+        }
+    ]
+    assert second["messages"][2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
+        ],
+    }
+    assert second["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_sdk_retries_transient_errors(status: int) -> None:
+    stub = OpenAIStub([Error(status), "recovered"])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="t", max_retries=2)
+        response = await model.chat([UserMessage("hi")])
+    assert response.message.text == "recovered"
+    assert len(stub.requests) == 2
+
+
+def test_a_provider_error_fails_the_task_with_the_cause() -> None:
+    stub = OpenAIStub([Error(401)])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="bad", max_retries=0)
+        with pytest.raises(TaskExecutionError) as caught:
+            Ensemble(tasks=[Task("Say hi")], llm=model).run()
+    cause = caught.value.__cause__
+    assert type(cause).__name__ == "AgentExecutionError"
+    assert "Agent 'Agent' failed:" in str(cause)
+    assert type(cause.__cause__).__name__ == "AuthenticationError"
+
+
+async def test_streaming_text_through_the_sdk() -> None:
+    text = "Streaming works, chunk by chunk."
+    stub = OpenAIStub([text])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="t")
+        items = [item async for item in model.stream([SystemMessage("s"), UserMessage("u")])]
+    deltas, final = items[:-1], items[-1]
+    assert "".join(str(d) for d in deltas) == text
+    assert len(deltas) == len(range(0, len(text), 4))
+    assert isinstance(final, ChatResponse)
+    assert final.message.text == text
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (11, 7)
+    assert stub.requests[0]["stream"] is True
+
+
+async def test_streaming_tool_calls_are_assembled() -> None:
+    stub = OpenAIStub([ToolCalls([("c1", "add", '{"a": 1, "b": 2}'), ("c2", "add", "{}")])])
+    spec = ToolSpec("add", "Add.", {"type": "object", "properties": {}})
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="t")
+        items = [item async for item in model.stream([UserMessage("u")], tools=[spec])]
+    final = items[-1]
+    assert isinstance(final, ChatResponse)
+    calls = final.message.tool_calls
+    assert [(c.id, c.name) for c in calls] == [("c1", "add"), ("c2", "add")]
+    assert json.loads(calls[0].arguments) == {"a": 1, "b": 2}
+    assert final.message.text is None

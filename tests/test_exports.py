@@ -1,0 +1,41 @@
+import subprocess
+import sys
+
+import agentensemble
+
+
+def test_all_matches_the_public_names() -> None:
+    public = {name for name in vars(agentensemble) if not name.startswith("_")}
+    modules = {
+        "agent",
+        "task",
+        "ensemble",
+        "outputs",
+        "errors",
+        "enums",
+        "options",
+        "models",
+        "tools",
+        "execution",
+        "observability",
+        "workflows",
+    }
+    assert set(agentensemble.__all__) == public - modules
+    assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in agentensemble.__all__:
+        assert getattr(agentensemble, name) is not None, name
+
+
+def test_import_pulls_in_no_optional_dependency() -> None:
+    code = (
+        "import sys, agentensemble\n"
+        "heavy = {'openai', 'langchain_core', 'httpx', 'rich', 'opentelemetry'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
