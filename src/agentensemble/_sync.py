@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -18,6 +16,9 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     Works inside a running loop too (a notebook, an async framework): the work then runs on
     its own loop in a worker thread while this thread waits. Ctrl-C cancels only this work.
     """
+    import asyncio
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

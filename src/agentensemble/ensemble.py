@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -110,6 +109,8 @@ class Ensemble:
         return _ensemble_output(completed, started)
 
     def _context(self, options: RunOptions) -> ExecutionContext:
+        import uuid
+
         callbacks = callback_listener(
             on_task_start=self.on_task_start,
             on_task_complete=self.on_task_complete,

@@ -6,7 +6,6 @@ runs lives in `_LoopState`. Each step is a small function.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -173,6 +172,8 @@ def _admit(run: AgentRun, state: _LoopState, call: ToolCall) -> bool:
 async def _execute_all(run: AgentRun, calls: Sequence[ToolCall]) -> list[_Executed]:
     if len(calls) <= 1:
         return [await _execute(run, call) for call in calls]
+    import asyncio
+
     batch = asyncio.gather(*(_execute(run, call) for call in calls))
     try:
         return list(await asyncio.wait_for(batch, timeout=run.tool_batch_timeout))

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Mapping
 
 from agentensemble.errors import PromptTemplateError
 
 __all__ = ["resolve_template", "template_variables"]
 
-_VARIABLE = re.compile(r"\{(\w+)\}", re.ASCII)
-_ESCAPED = re.compile(r"\{\{(\w+)\}\}", re.ASCII)
+# One left-to-right pass: an escaped `{{name}}` is matched before the `{name}` inside it.
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}", re.ASCII)
 
 
 def template_variables(template: str) -> list[str]:
     """Unescaped variable names in order of first appearance, without duplicates."""
-    unescaped = _ESCAPED.sub("", template)
-    return list(dict.fromkeys(_VARIABLE.findall(unescaped)))
+    return list(dict.fromkeys(name for _, name in _PLACEHOLDER.findall(template) if name))
 
 
 def resolve_template(template: str, inputs: Mapping[str, str | None] | None) -> str:
@@ -27,21 +25,15 @@ def resolve_template(template: str, inputs: Mapping[str, str | None] | None) -> 
     ``{word}`` placeholder (``{}``, ``{a b}``, JSON) is left untouched, and substituted values
     are never scanned again.
     """
-    if not template.strip():
+    if "{" not in template:
         return template
     values = inputs or {}
-    sentinel = f"\x00{uuid.uuid4().hex}\x00"
-    escaped: list[str] = []
-
-    def hide(match: re.Match[str]) -> str:
-        escaped.append(match.group(1))
-        return f"{sentinel}{len(escaped) - 1}{sentinel}"
-
-    hidden = _ESCAPED.sub(hide, template)
-    names = list(dict.fromkeys(_VARIABLE.findall(hidden)))
-    missing = [name for name in names if name not in values]
+    missing = [name for name in template_variables(template) if name not in values]
     if missing:
         raise PromptTemplateError(missing, template)
-    substituted = _VARIABLE.sub(lambda match: values[match.group(1)] or "", hidden)
-    restore = re.compile(re.escape(sentinel) + r"(\d+)" + re.escape(sentinel))
-    return restore.sub(lambda match: "{" + escaped[int(match.group(1))] + "}", substituted)
+
+    def replace(match: re.Match[str]) -> str:
+        escaped, name = match.groups()
+        return "{" + escaped + "}" if escaped else values[name] or ""
+
+    return _PLACEHOLDER.sub(replace, template)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -87,7 +86,12 @@ class EventDispatcher:
 
     async def emit(self, method: str, event: object) -> None:
         """Call every handler of `method` with `event`; exceptions are logged, not raised."""
-        for handler in self._handlers[method]:
+        handlers = self._handlers[method]
+        if not handlers:
+            return
+        import asyncio
+
+        for handler in handlers:
             try:
                 if handler.is_async:
                     await handler.fn(event)

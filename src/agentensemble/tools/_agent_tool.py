@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable
@@ -58,6 +57,8 @@ class AgentToolAdapter:
 
     async def invoke(self, arguments: str) -> ToolResult:
         """Extract ``input`` from the JSON arguments (or pass them raw) and execute."""
+        import asyncio
+
         text = extract_input(arguments)
         try:
             if self._is_async:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
-from typing import Any, overload
-
-import pydantic
+from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble.models import ToolSpec
 from agentensemble.tools._result import ToolResult, coerce_result, error_text
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -68,6 +68,10 @@ class FunctionTool:
 
     async def invoke(self, arguments: str) -> ToolResult:
         """Validate `arguments` against the signature and call the function."""
+        import asyncio
+
+        import pydantic
+
         try:
             validated = self._arguments_model.model_validate_json(arguments.strip() or "{}")
         except pydantic.ValidationError as error:
@@ -88,6 +92,8 @@ class FunctionTool:
 def _arguments_model(
     fn: Callable[..., Any], name: str, *, skip_first: bool
 ) -> type[pydantic.BaseModel]:
+    import pydantic
+
     parameters = list(inspect.signature(fn).parameters.values())
     if skip_first and parameters:
         parameters = parameters[1:]
