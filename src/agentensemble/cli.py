@@ -32,8 +32,12 @@ def _demo(args: argparse.Namespace) -> int:
     from agentensemble.models import resolve_model
 
     if args.model:
+        try:
+            llm = resolve_model(args.model, field="--model")
+        except AgentEnsembleError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         print(f"Running on {args.model}.")
-        llm = resolve_model(args.model, field="--model")
     else:
         print(
             "Running offline on a built-in simulated model "

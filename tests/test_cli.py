@@ -1,0 +1,49 @@
+import pytest
+
+from agentensemble._demo import search_notes
+from agentensemble.cli import main
+
+from .integration.openai_server import OpenAIServer, OpenAIStub, ToolCalls
+
+
+def test_demo_runs_offline_and_says_so_first(capsys, monkeypatch) -> None:
+    monkeypatch.delenv("AGENTENSEMBLE_MODEL", raising=False)
+    assert main(["demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Running offline on a built-in simulated model")
+    text = "\n".join(lines)
+    assert "== Researcher: Research honeybees using the search_notes tool" in text
+    assert "- Foragers tell nest-mates where flowers are with the waggle dance." in text
+    assert "== Writer: Write a short article about honeybees from the research" in text
+    assert lines[-1].startswith("2 tasks, 1 tool calls, 3 model calls, ")
+
+
+def test_demo_topic_flows_through_the_template(capsys) -> None:
+    assert main(["demo", "--topic", "solar power"]) == 0
+    assert "Photovoltaic module prices fell" in capsys.readouterr().out
+
+
+@pytest.mark.integration
+def test_demo_against_a_provider_named_by_the_environment(capsys, monkeypatch) -> None:
+    stub = OpenAIStub(
+        [ToolCalls([("c1", "search_notes", '{"query": "honeybees"}')]), "- fact one", "An article."]
+    )
+    with OpenAIServer(stub) as server:
+        monkeypatch.setenv("AGENTENSEMBLE_MODEL", f"openai-compatible:stub@{server.base_url}")
+        assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"Running on openai-compatible:stub@{server.base_url}."
+    assert "An article." in out
+    assert stub.requests[1]["messages"][3]["content"].startswith("A colony has one queen")
+
+
+def test_a_bad_model_string_is_a_clear_error(capsys) -> None:
+    assert main(["demo", "--model", "gpt-4o"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "error: --model string must look like 'provider:model'" in captured.err
+
+
+def test_search_notes_tool() -> None:
+    assert search_notes("Honeybees").startswith("A colony")
+    assert search_notes("volcanoes").startswith("No notes found for 'volcanoes'")
