@@ -1,26 +1,17 @@
 import subprocess
 import sys
+import types
 
 import agentensemble
 
 
 def test_all_matches_the_public_names() -> None:
-    public = {name for name in vars(agentensemble) if not name.startswith("_")}
-    modules = {
-        "agent",
-        "task",
-        "ensemble",
-        "outputs",
-        "errors",
-        "enums",
-        "options",
-        "models",
-        "tools",
-        "execution",
-        "observability",
-        "workflows",
+    public = {
+        name
+        for name, value in vars(agentensemble).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    assert set(agentensemble.__all__) == public - modules
+    assert set(agentensemble.__all__) == public
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
 
 
