@@ -3,7 +3,7 @@
 from agentensemble._quick import arun, run
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble
-from agentensemble.enums import ExitReason, Workflow
+from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
 from agentensemble.errors import (
     AgentEnsembleError,
     AgentExecutionError,
@@ -17,6 +17,7 @@ from agentensemble.errors import (
 )
 from agentensemble.execution import (
     AgentSynthesizer,
+    HandlerContext,
     LLMAgentSynthesizer,
     Persona,
     TaskContextFilter,
@@ -28,6 +29,8 @@ from agentensemble.models import (
     ChatResponse,
     FunctionModel,
     OpenAIChatModel,
+    RateLimit,
+    RateLimitedChatModel,
     ScriptedModel,
     SystemMessage,
     ToolCall,
@@ -48,6 +51,7 @@ from agentensemble.observability import (
 )
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
+from agentensemble.phase import Phase
 from agentensemble.task import Task
 from agentensemble.tools import AgentTool, ToolResult, tool
 
@@ -66,13 +70,18 @@ __all__ = [
     "ExecutionMetrics",
     "ExitReason",
     "FunctionModel",
+    "HandlerContext",
     "LLMAgentSynthesizer",
     "MaxIterationsExceededError",
     "OpenAIChatModel",
+    "ParallelErrorStrategy",
     "ParallelExecutionError",
     "Persona",
+    "Phase",
     "PromptTemplateError",
+    "RateLimit",
     "RateLimitTimeoutError",
+    "RateLimitedChatModel",
     "RunOptions",
     "ScriptedModel",
     "SystemMessage",

@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from agentensemble.enums import Workflow
+from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.models import ChatModel
+from agentensemble.models import ChatModel, RateLimit
+from agentensemble.phase import Phase, hierarchical_phase_message
 from agentensemble.task import Task
 
-__all__ = ["check_inputs", "validate_tasks"]
+__all__ = [
+    "EnsembleShape",
+    "PhaseShape",
+    "check_inputs",
+    "infer_workflow",
+    "validate_flat",
+    "validate_phases",
+]
+
+_HIERARCHICAL_UNAVAILABLE = (
+    "Workflow.HIERARCHICAL is not available in this version (it needs the manager agent, "
+    "which is not built yet). Use Workflow.SEQUENTIAL or Workflow.PARALLEL."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnsembleShape:
+    """The settings validation looks at, gathered from the ensemble."""
+
+    llm: ChatModel | None
+    rate_limit: RateLimit | None
+    parallel_error_strategy: ParallelErrorStrategy | None
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseShape:
+    """A validated phase and the workflow it runs with."""
+
+    phase: Phase
+    workflow: Workflow
 
 
 def check_inputs(inputs: object, field: str) -> dict[str, str]:
@@ -26,23 +57,53 @@ def check_inputs(inputs: object, field: str) -> dict[str, str]:
     return dict(inputs)
 
 
-def validate_tasks(
-    tasks: Sequence[object], *, workflow: Workflow, llm: ChatModel | None
-) -> tuple[Task, ...]:
-    """Check a flat task list; return it typed. Raises `ValidationError` on the first problem."""
+def infer_workflow(tasks: Sequence[Task]) -> Workflow:
+    """PARALLEL when a task's context names another task of the list, else SEQUENTIAL."""
+    members = set(tasks)
+    if any(dependency in members for task in tasks for dependency in task.context):
+        return Workflow.PARALLEL
+    return Workflow.SEQUENTIAL
+
+
+def validate_flat(
+    tasks: Sequence[object], workflow: Workflow | None, shape: EnsembleShape
+) -> tuple[tuple[Task, ...], Workflow]:
+    """Check a flat task list; return it typed, with the workflow to run it with."""
     checked = _check_elements(tasks)
     if not checked:
         raise ValidationError("Ensemble must have at least one task or phase with tasks")
+    _check_rate_limit(shape)
     for task in checked:
-        if task.agent is None and task.llm is None and llm is None:
-            raise ValidationError(
-                f"Task '{task.description}' has no LLM available. Provide an explicit agent, "
-                "a task-level llm, an ensemble-level llm, or configure a deterministic handler."
-            )
+        _check_has_model(task, shape, where="")
+    effective = workflow or infer_workflow(checked)
+    _check_workflow_settings(effective, shape)
     check_context_cycles(checked)
-    if workflow is Workflow.SEQUENTIAL:
-        _check_context_order(checked)
-    return checked
+    if effective is Workflow.SEQUENTIAL:
+        _check_context_order(checked, outside=frozenset())
+    return checked, effective
+
+
+def validate_phases(
+    phases: Sequence[object], workflow: Workflow | None, shape: EnsembleShape
+) -> tuple[PhaseShape, ...]:
+    """Check phases and their tasks; return each phase with the workflow it runs with."""
+    checked = _check_phase_elements(phases)
+    _check_phase_graph(checked)
+    _check_rate_limit(shape)
+    owner = _task_owners(checked)
+    for phase in checked:
+        for task in phase.tasks:
+            _check_has_model(task, shape, where=f" in phase '{phase.name}'")
+    shapes = tuple(PhaseShape(phase, _phase_workflow(phase, workflow)) for phase in checked)
+    for item in shapes:
+        _check_workflow_settings(item.workflow, shape)
+    check_context_cycles([task for phase in checked for task in phase.tasks])
+    for item in shapes:
+        visible = frozenset(task for before in _ancestors(item.phase) for task in before.tasks)
+        _check_cross_phase_context(item.phase, owner, visible)
+        if item.workflow is Workflow.SEQUENTIAL:
+            _check_context_order(item.phase.tasks, outside=visible)
+    return shapes
 
 
 def _check_elements(tasks: Sequence[object]) -> tuple[Task, ...]:
@@ -52,6 +113,31 @@ def _check_elements(tasks: Sequence[object]) -> tuple[Task, ...]:
                 f"Ensemble tasks[{index}] must be a Task, got: {type(task).__name__}"
             )
     return tuple(task for task in tasks if isinstance(task, Task))
+
+
+def _check_rate_limit(shape: EnsembleShape) -> None:
+    if shape.rate_limit is not None and shape.llm is None:
+        raise ValidationError(
+            "Ensemble rate_limit is configured but llm is null. An ensemble-level llm is "
+            "required when rate_limit is set."
+        )
+
+
+def _check_has_model(task: Task, shape: EnsembleShape, *, where: str) -> None:
+    if task.handler is None and task.agent is None and task.llm is None and shape.llm is None:
+        raise ValidationError(
+            f"Task '{task.description}'{where} has no LLM available. Provide an explicit agent, "
+            "a task-level llm, an ensemble-level llm, or configure a deterministic handler."
+        )
+
+
+def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
+    if workflow is Workflow.PARALLEL and shape.parallel_error_strategy is None:
+        raise ValidationError(
+            "Ensemble parallel_error_strategy must not be null for PARALLEL workflow"
+        )
+    if workflow is Workflow.HIERARCHICAL:
+        raise ValidationError(_HIERARCHICAL_UNAVAILABLE)
 
 
 def check_context_cycles(tasks: Sequence[Task]) -> None:
@@ -79,21 +165,111 @@ def check_context_cycles(tasks: Sequence[Task]) -> None:
                 stack.append((dependency, iter(dependency.context)))
 
 
-def _check_context_order(tasks: Sequence[Task]) -> None:
+def _check_context_order(tasks: Sequence[Task], *, outside: frozenset[Task]) -> None:
+    """Under SEQUENTIAL, context tasks come earlier (or from `outside`: earlier phases)."""
     position = {task: index for index, task in enumerate(tasks)}
     for index, task in enumerate(tasks):
         for dependency in task.context:
             where = position.get(dependency)
-            if where is None:
+            if where is None and dependency not in outside:
                 raise ValidationError(
                     f"Task '{task.description}' references context task "
                     f"'{dependency.description}' which is not in the ensemble's task list. "
                     "All context tasks must be included in the ensemble before they can be "
                     "referenced."
                 )
-            if where > index:
+            if where is not None and where > index:
                 raise ValidationError(
                     f"Task '{task.description}' references context task "
                     f"'{dependency.description}' which appears later in the task list. "
                     "Context tasks must be executed before the tasks that reference them."
                 )
+
+
+def _check_phase_elements(phases: Sequence[object]) -> tuple[Phase, ...]:
+    checked = []
+    names: set[str] = set()
+    for index, phase in enumerate(phases):
+        if not isinstance(phase, Phase):
+            raise ValidationError(
+                f"Ensemble phases[{index}] must be a Phase, got: {type(phase).__name__}"
+            )
+        if phase.name in names:
+            raise ValidationError(
+                f"Duplicate phase name '{phase.name}' detected. Phase names must be unique "
+                "within an ensemble."
+            )
+        names.add(phase.name)
+        checked.append(phase)
+    return tuple(checked)
+
+
+def _check_phase_graph(phases: Sequence[Phase]) -> None:
+    members = set(phases)
+    for phase in phases:
+        for before in phase.after:
+            if before not in members:
+                raise ValidationError(
+                    f"Phase '{phase.name}' runs after phase '{before.name}', which is not in "
+                    "the ensemble's phases"
+                )
+    done: set[Phase] = set()
+
+    def visit(phase: Phase, path: tuple[Phase, ...]) -> None:
+        if phase in path:
+            raise ValidationError(
+                f"Circular phase dependency detected involving phase '{phase.name}'. Phase "
+                "dependencies must form a directed acyclic graph (DAG)."
+            )
+        if phase not in done:
+            for before in phase.after:
+                visit(before, (*path, phase))
+            done.add(phase)
+
+    for phase in phases:
+        visit(phase, ())
+
+
+def _task_owners(phases: Sequence[Phase]) -> dict[Task, Phase]:
+    owner: dict[Task, Phase] = {}
+    for phase in phases:
+        for task in phase.tasks:
+            if task in owner:
+                raise ValidationError(
+                    f"Task '{task.description}' appears in phase '{owner[task].name}' and in "
+                    f"phase '{phase.name}'. A task belongs to exactly one phase."
+                )
+            owner[task] = phase
+    return owner
+
+
+def _phase_workflow(phase: Phase, ensemble_workflow: Workflow | None) -> Workflow:
+    workflow = phase.workflow or ensemble_workflow or Workflow.SEQUENTIAL
+    if workflow is Workflow.HIERARCHICAL:
+        raise ValidationError(hierarchical_phase_message(phase.name))
+    return workflow
+
+
+def _ancestors(phase: Phase) -> Iterable[Phase]:
+    seen: dict[Phase, None] = {}
+    stack = list(phase.after)
+    while stack:
+        before = stack.pop()
+        if before not in seen:
+            seen[before] = None
+            stack.extend(before.after)
+    return seen
+
+
+def _check_cross_phase_context(
+    phase: Phase, owner: Mapping[Task, Phase], visible: frozenset[Task]
+) -> None:
+    for task in phase.tasks:
+        for dependency in task.context:
+            if owner.get(dependency) is phase or dependency in visible:
+                continue
+            raise ValidationError(
+                f"Task '{task.description}' in phase '{phase.name}' references context task "
+                f"'{dependency.description}', which is neither in phase '{phase.name}' nor in "
+                "a phase it runs after."
+            )

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentensemble._checks import require_int, require_text
 from agentensemble.errors import ValidationError
-from agentensemble.models import ChatModel, resolve_model
+from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
 from agentensemble.tools._resolve import check_tools
 
 __all__ = ["Agent"]
@@ -42,6 +42,8 @@ class Agent:
     """How many tool calls the agent may make for one task before it is told to stop."""
     response_format: str
     """Extra formatting instructions appended to the system prompt."""
+    rate_limit: RateLimit | None
+    """Limit on this agent's model calls; `llm` is wrapped in its own bucket."""
 
     def __init__(
         self,
@@ -56,12 +58,15 @@ class Agent:
         verbose: bool = False,
         max_iterations: int = 25,
         response_format: str | None = "",
+        rate_limit: RateLimit | None = None,
     ) -> None:
         require_text(role, "Agent role must not be blank")
         require_text(goal, "Agent goal must not be blank")
         if llm is None:
             raise ValidationError("Agent llm must not be null")
         model = resolve_model(llm, field="Agent llm")
+        if rate_limit is not None:
+            model = _rate_limited(model, rate_limit)
         require_int(max_iterations, "Agent max_iterations")
         if max_iterations <= 0:
             raise ValidationError(f"Agent max_iterations must be > 0, got: {max_iterations}")
@@ -78,10 +83,19 @@ class Agent:
         set_(self, "verbose", bool(verbose))
         set_(self, "max_iterations", max_iterations)
         set_(self, "response_format", response_format or "")
+        set_(self, "rate_limit", rate_limit)
 
     def __repr__(self) -> str:
         return f"Agent(role={self.role!r})"
 
     def copy(self, **changes: Any) -> Agent:
-        """A new, validated agent with `changes` applied."""
+        """A new, validated agent with `changes` applied (with a new rate-limit bucket)."""
+        if "llm" not in changes and isinstance(self.llm, RateLimitedChatModel):
+            changes["llm"] = self.llm.model
         return dataclasses.replace(self, **changes)
+
+
+def _rate_limited(model: ChatModel, limit: object) -> ChatModel:
+    if not isinstance(limit, RateLimit):
+        raise ValidationError(f"Agent rate_limit must be a RateLimit, got: {limit!r}")
+    return RateLimitedChatModel(model, limit)

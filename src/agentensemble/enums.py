@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ExitReason", "Workflow"]
+__all__ = ["ExitReason", "ParallelErrorStrategy", "Workflow"]
 
 
 class Workflow(StrEnum):
@@ -16,6 +16,15 @@ class Workflow(StrEnum):
     """As a dependency graph: each task starts when its context tasks are done."""
     HIERARCHICAL = "HIERARCHICAL"
     """A manager agent delegates the tasks to worker agents."""
+
+
+class ParallelErrorStrategy(StrEnum):
+    """What a parallel run does when a task fails."""
+
+    FAIL_FAST = "FAIL_FAST"
+    """Start nothing new; raise the first failure once running tasks finish."""
+    CONTINUE_ON_ERROR = "CONTINUE_ON_ERROR"
+    """Let independent work finish, skip dependents of failures, then raise them all."""
 
 
 class ExitReason(StrEnum):

@@ -87,13 +87,14 @@ class ParallelExecutionError(AgentEnsembleError):
         *,
         completed_outputs: Sequence[TaskOutput],
         failed_task_causes: Mapping[str, BaseException],
+        total_tasks: int | None = None,
     ) -> None:
         self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
         self.failed_task_causes: dict[str, BaseException] = dict(failed_task_causes)
         """Failure cause by task description."""
         self.failed_count = len(self.failed_task_causes)
         self.completed_count = len(self.completed_outputs)
-        total = self.failed_count + self.completed_count
+        total = total_tasks if total_tasks is not None else self.failed_count + self.completed_count
         super().__init__(f"{self.failed_count} of {total} tasks failed")
 
 
@@ -127,10 +128,10 @@ class RateLimitTimeoutError(AgentEnsembleError):
     """No rate-limit token became available within the wait timeout."""
 
     def __init__(self, *, requests: int, period: timedelta, wait_timeout: timedelta) -> None:
-        waited_ms = round(wait_timeout.total_seconds() * 1000)
+        timeout_ms = round(wait_timeout.total_seconds() * 1000)
         super().__init__(
-            f"Rate limit exceeded: waited {waited_ms}ms but no token became available. "
-            f"Limit: {requests} requests per {period}. "
+            f"Rate limit exceeded: no token became available within the {timeout_ms}ms wait "
+            f"timeout. Limit: {requests} requests per {period}. "
             "Increase wait_timeout or reduce concurrency."
         )
         self.requests = requests

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentensemble._checks import require_int, require_text
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
-from agentensemble.models import ChatModel, resolve_model
+from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
+from agentensemble.tools._agent_tool import AgentTool
 from agentensemble.tools._resolve import check_tools
 
-__all__ = ["DEFAULT_EXPECTED_OUTPUT", "Task"]
+if TYPE_CHECKING:
+    from agentensemble.execution._handler import HandlerContext
+    from agentensemble.tools import ToolResult
+
+__all__ = ["DEFAULT_EXPECTED_OUTPUT", "Handler", "Task"]
+
+Handler: TypeAlias = (
+    "Callable[[HandlerContext], ToolResult | str | Awaitable[ToolResult | str]] | AgentTool"
+)
+"""A deterministic task body: a sync or async callable taking a `HandlerContext`, or an
+`AgentTool` (which receives the last context output, else the description)."""
 
 DEFAULT_EXPECTED_OUTPUT = "Produce a complete and accurate response to the task."
 
@@ -44,6 +55,10 @@ class Task:
     """Tasks whose outputs are given to this task, in this order."""
     name: str | None
     """Optional short name, used in logs and traces."""
+    handler: Handler | None
+    """Run this code instead of an agent: no model, no tools, no iteration loop."""
+    rate_limit: RateLimit | None
+    """Limit on this task's model calls, in a bucket of its own."""
 
     def __init__(
         self,
@@ -56,6 +71,8 @@ class Task:
         max_iterations: int | None = None,
         context: Iterable[Task] = (),
         name: str | None = None,
+        handler: Handler | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -71,7 +88,13 @@ class Task:
                     f"Task max_iterations must be > 0 when set, got: {max_iterations}"
                 )
         context_tasks = _check_context(context, description, expected_output, agent)
+        if handler is not None:
+            _check_handler(handler, agent, llm, checked_tools, max_iterations, rate_limit)
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise ValidationError(f"Task rate_limit must be a RateLimit, got: {rate_limit!r}")
         model = resolve_model(llm, field="Task llm") if llm is not None else None
+        if model is not None and rate_limit is not None:
+            model = RateLimitedChatModel(model, rate_limit)
         set_ = object.__setattr__
         set_(self, "description", description)
         set_(self, "expected_output", expected_output)
@@ -81,6 +104,8 @@ class Task:
         set_(self, "max_iterations", max_iterations)
         set_(self, "context", context_tasks)
         set_(self, "name", name)
+        set_(self, "handler", handler)
+        set_(self, "rate_limit", rate_limit)
 
     @classmethod
     def of(cls, description: str, expected_output: str | None = None) -> Task:
@@ -98,7 +123,45 @@ class Task:
 
     def copy(self, **changes: Any) -> Task:
         """A new, validated task with `changes` applied. The original is unchanged."""
+        if "llm" not in changes and isinstance(self.llm, RateLimitedChatModel):
+            changes["llm"] = self.llm.model
         return dataclasses.replace(self, **changes)
+
+
+_HANDLER_CONFLICTS = (
+    ("an explicit agent", "A handler runs deterministically without an LLM; remove the agent."),
+    ("an llm", "A handler runs deterministically without an LLM; remove the llm."),
+    ("tools", "A handler runs deterministically; configure tools inside the handler instead."),
+    (
+        "max_iterations",
+        "A handler runs deterministically without an iteration loop; remove the max_iterations.",
+    ),
+    ("a rate_limit", "A handler runs deterministically without an LLM; remove the rate_limit."),
+)
+
+
+def _check_handler(
+    handler: object,
+    agent: object,
+    llm: object,
+    tools: tuple[object, ...],
+    max_iterations: object,
+    rate_limit: object,
+) -> None:
+    present = (
+        agent is not None,
+        llm is not None,
+        bool(tools),
+        max_iterations is not None,
+        rate_limit is not None,
+    )
+    for (what, advice), clash in zip(_HANDLER_CONFLICTS, present, strict=True):
+        if clash:
+            raise ValidationError(f"Task cannot have both a handler and {what}. {advice}")
+    if not callable(handler) and not isinstance(handler, AgentTool):
+        raise ValidationError(
+            f"Task handler must be a callable or an AgentTool, got: {type(handler).__name__}"
+        )
 
 
 def _check_context(

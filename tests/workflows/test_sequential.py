@@ -11,6 +11,7 @@ from agentensemble import (
     ScriptedModel,
     Task,
     TaskExecutionError,
+    Workflow,
     tool,
     tool_call,
 )
@@ -26,7 +27,7 @@ def test_tasks_run_in_order_and_context_arrives_in_declared_order() -> None:
     a, b = Task("Research A"), Task("Research B")
     c = Task("Write about both", context=[b, a])
 
-    output = Ensemble(tasks=[a, b, c], llm=llm).run()
+    output = Ensemble(tasks=[a, b, c], llm=llm, workflow=Workflow.SEQUENTIAL).run()
 
     assert [o.raw for o in output.task_outputs] == ["alpha", "beta", "gamma"]
     assert output.raw == "gamma"

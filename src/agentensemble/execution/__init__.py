@@ -1,5 +1,6 @@
 """The execution engine: prompts, templates, the agent loop and agent synthesis."""
 
+from agentensemble.execution._handler import HandlerContext
 from agentensemble.execution._logging import TaskContextFilter
 from agentensemble.execution._synthesis import (
     AgentSynthesizer,
@@ -11,6 +12,7 @@ from agentensemble.execution._templates import resolve_template
 
 __all__ = [
     "AgentSynthesizer",
+    "HandlerContext",
     "LLMAgentSynthesizer",
     "Persona",
     "TaskContextFilter",

@@ -11,15 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentensemble.agent import Agent
+from agentensemble.execution._handler import DETERMINISTIC_ROLE
 from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.execution._templates import resolve_template
-from agentensemble.models import ChatModel
+from agentensemble.models import ChatModel, RateLimitedChatModel
 from agentensemble.task import Task
 
 __all__ = ["PlannedTask", "plan_tasks", "resolve_texts"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PlannedTask:
     """One task as a run executes it."""
 
@@ -31,11 +32,12 @@ class PlannedTask:
     """Description after template resolution."""
     expected_output: str
     """Expected output after template resolution."""
-    agent: Agent
+    agent: Agent | None
+    """The agent that runs the task; None for a handler task."""
 
     @property
     def role(self) -> str:
-        return self.agent.role
+        return self.agent.role if self.agent else DETERMINISTIC_ROLE
 
 
 def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -51,16 +53,24 @@ async def plan_tasks(
     inputs: Mapping[str, str],
     *,
     llm: ChatModel | None,
+    raw_llm: ChatModel | None = None,
     synthesizer: AgentSynthesizer,
 ) -> tuple[PlannedTask, ...]:
     """Resolve templates for every task first (so a missing variable fails before any model
-    call), then give each task its agent, synthesising one where the task has none."""
+    call), then give each task its agent, synthesising one where the task has none.
+
+    `llm` is the ensemble model for this run (rate-limited when the ensemble has a limit);
+    `raw_llm` the same model unwrapped, which a task with its own `rate_limit` wraps anew."""
     texts = resolve_texts(tasks, inputs)
     planned = []
     for index, (task, (description, expected)) in enumerate(
         zip(tasks, texts, strict=True), start=1
     ):
-        agent = task.agent or await _synthesize(task, description, llm, synthesizer)
+        agent = None
+        if task.handler is None:
+            agent = task.agent or await _synthesize(
+                task, description, _task_model(task, llm, raw_llm or llm), synthesizer
+            )
         planned.append(
             PlannedTask(
                 source=task,
@@ -73,10 +83,20 @@ async def plan_tasks(
     return tuple(planned)
 
 
+def _task_model(
+    task: Task, ensemble_llm: ChatModel | None, raw_llm: ChatModel | None
+) -> ChatModel | None:
+    """Task model, else the raw ensemble model in the task's own bucket, else the ensemble's."""
+    if task.llm is not None:
+        return task.llm
+    if task.rate_limit is not None and raw_llm is not None:
+        return RateLimitedChatModel(raw_llm, task.rate_limit)
+    return ensemble_llm
+
+
 async def _synthesize(
-    task: Task, description: str, ensemble_llm: ChatModel | None, synthesizer: AgentSynthesizer
+    task: Task, description: str, llm: ChatModel | None, synthesizer: AgentSynthesizer
 ) -> Agent:
-    llm = task.llm or ensemble_llm
     if llm is None:  # validation guarantees a model; kept for type narrowing
         raise AssertionError("validated task has no model")
     persona = await synthesizer.synthesize(description, llm)

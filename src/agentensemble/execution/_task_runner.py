@@ -9,6 +9,7 @@ from datetime import timedelta
 from agentensemble.errors import TaskExecutionError
 from agentensemble.execution._agent_loop import AgentRun, execute_agent
 from agentensemble.execution._context import ExecutionContext
+from agentensemble.execution._handler import execute_handler
 from agentensemble.execution._logging import get_logger, task_log_context
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.observability._events import (
@@ -85,6 +86,11 @@ async def run_task(
 async def _execute(
     planned: PlannedTask, context: Sequence[TaskOutput], ctx: ExecutionContext
 ) -> TaskOutput:
+    if planned.agent is None:
+        handler = planned.source.handler
+        if handler is None:  # planning gives every task an agent or a handler
+            raise AssertionError("planned task has neither agent nor handler")
+        return await execute_handler(handler, planned.description, planned.expected_output, context)
     run = AgentRun(
         agent=planned.agent,
         description=planned.description,

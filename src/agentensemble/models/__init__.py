@@ -14,6 +14,7 @@ from agentensemble.models._messages import (
 )
 from agentensemble.models._openai import OpenAIChatModel
 from agentensemble.models._protocol import ChatModel, StreamingChatModel
+from agentensemble.models._rate_limit import Clock, RateLimit, RateLimitedChatModel, SystemClock
 from agentensemble.models._resolve import resolve_model
 from agentensemble.models._testing import (
     FunctionModel,
@@ -28,15 +29,19 @@ __all__ = [
     "AssistantMessage",
     "ChatModel",
     "ChatResponse",
+    "Clock",
     "FunctionModel",
     "LangChainChatModel",
     "Message",
     "ModelRequest",
     "OpenAIChatModel",
+    "RateLimit",
+    "RateLimitedChatModel",
     "Reply",
     "ScriptExhaustedError",
     "ScriptedModel",
     "StreamingChatModel",
+    "SystemClock",
     "SystemMessage",
     "ToolCall",
     "ToolResultMessage",

@@ -1,0 +1,87 @@
+"""Deterministic tasks: run the task's handler instead of an agent (no model, no tools)."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentensemble.errors import AgentExecutionError
+from agentensemble.outputs import TaskOutput
+from agentensemble.task import Handler
+from agentensemble.tools._agent_tool import AgentTool
+from agentensemble.tools._result import coerce_result, error_text
+
+__all__ = ["DETERMINISTIC_ROLE", "HandlerContext", "execute_handler"]
+
+DETERMINISTIC_ROLE = "(deterministic)"
+"""The agent role reported for handler tasks."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerContext:
+    """What a handler receives."""
+
+    description: str
+    """The task description, templates resolved."""
+    expected_output: str
+    context_outputs: tuple[TaskOutput, ...]
+    """Outputs of the task's context tasks, in declared order."""
+
+
+async def execute_handler(
+    handler: Handler, description: str, expected_output: str, context: Sequence[TaskOutput]
+) -> TaskOutput:
+    """Run `handler` and turn what it returns into a `TaskOutput`.
+
+    A handler that raises, returns None or returns a failed `ToolResult` fails the task
+    with `AgentExecutionError`.
+    """
+    started = time.perf_counter()
+    try:
+        value = await _call(handler, HandlerContext(description, expected_output, tuple(context)))
+    except Exception as error:
+        raise _failure(
+            f"Deterministic task handler threw an exception: {error_text(error)}", description
+        ) from error
+    if value is None:
+        raise _failure(
+            f"Deterministic task handler returned null for task: {description}", description
+        )
+    result = coerce_result(value)
+    if not result.is_success:
+        reason = result.error_message or "handler failure"
+        raise _failure(f"Deterministic task failed: {reason}", description)
+    return TaskOutput(
+        raw=result.output or "",
+        task_description=description,
+        agent_role=DETERMINISTIC_ROLE,
+        completed_at=datetime.now(UTC),
+        duration=timedelta(seconds=time.perf_counter() - started),
+    )
+
+
+async def _call(handler: Handler, context: HandlerContext) -> Any:
+    import asyncio
+
+    if isinstance(handler, AgentTool):
+        function: Any = handler.execute
+        argument: Any = (
+            context.context_outputs[-1].raw if context.context_outputs else (context.description)
+        )
+    else:
+        function, argument = handler, context
+    if inspect.iscoroutinefunction(function):
+        value = await function(argument)
+    else:
+        value = await asyncio.to_thread(function, argument)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def _failure(message: str, description: str) -> AgentExecutionError:
+    return AgentExecutionError(message, agent_role=DETERMINISTIC_ROLE, task_description=description)
