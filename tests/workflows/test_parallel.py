@@ -85,14 +85,17 @@ async def test_outputs_come_back_in_completion_order() -> None:
 
 async def test_a_task_starts_when_its_last_dependency_finishes_not_when_all_do() -> None:
     gates = Gates()
+    done, on_complete = completion_recorder()
     a, slow = Task("A"), Task("Slow")
     b = Task("B", context=[a])
-    ensemble = Ensemble(tasks=[a, slow, b], llm=gates.model())  # PARALLEL is inferred
-    run = asyncio.create_task(ensemble.arun())
+    ensemble = Ensemble(tasks=[a, slow, b], llm=gates.model(), on_task_complete=on_complete)
+    run = asyncio.create_task(ensemble.arun())  # PARALLEL is inferred
     gates.open("A")
     await asyncio.wait_for(gates.started["B"].wait(), TIMEOUT)  # while Slow still runs
     assert not gates.gate["Slow"].is_set()
-    gates.open("B", "Slow")
+    gates.open("B")
+    await asyncio.wait_for(done["B"].wait(), TIMEOUT)
+    gates.open("Slow")
     output = await run
     assert [o.raw for o in output.task_outputs] == ["A done", "B done", "Slow done"]
 
@@ -114,17 +117,20 @@ async def test_context_reaches_a_task_in_declared_order() -> None:
 
 async def test_fail_fast_lets_running_tasks_finish_and_skips_everything_else() -> None:
     gates = Gates(fail={"A"})
-    done, on_complete = completion_recorder()
+    a_failed = asyncio.Event()
     a, running = Task("A"), Task("Running")
     b = Task("B", context=[a])
     c = Task("C", context=[b])
     later = Task("Later", context=[running])
     ensemble = Ensemble(
-        tasks=[a, b, c, running, later], llm=gates.model(), on_task_complete=on_complete
+        tasks=[a, b, c, running, later],
+        llm=gates.model(),
+        on_task_failed=lambda event: a_failed.set(),
     )
     run = asyncio.create_task(ensemble.arun())
     await asyncio.wait_for(gates.started["Running"].wait(), TIMEOUT)
-    gates.open("A")  # fails while Running is mid-flight
+    gates.open("A")
+    await asyncio.wait_for(a_failed.wait(), TIMEOUT)  # A has failed while Running runs
     gates.open("Running")
     with pytest.raises(TaskExecutionError) as caught:
         await run
@@ -281,10 +287,10 @@ def test_parallel_validation() -> None:
     )
     with pytest.raises(
         ValidationError,
-        match="Ensemble parallel_error_strategy must not be null for PARALLEL workflow",
+        match=r"Ensemble parallel_error_strategy must not be null for PARALLEL workflow",
     ):
         ensemble.run()
-    with pytest.raises(ValidationError, match="Workflow.HIERARCHICAL is not available"):
+    with pytest.raises(ValidationError, match=r"Workflow\.HIERARCHICAL is not available"):
         Ensemble(
             tasks=[Task("x")], llm=FunctionModel(lambda m, t: "ok"), workflow=Workflow.HIERARCHICAL
         ).run()
