@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentensemble import Agent, Ensemble, FunctionModel, Task, tool
+from agentensemble import Agent, Ensemble, FunctionModel, Task, Workflow, tool
 from agentensemble.models import Message, ToolResultMessage, ToolSpec, tool_call
 
 IMPORT_PROBE = (
@@ -73,7 +73,7 @@ def two_task_ensemble(model: FunctionModel, tools: list[Any]) -> Ensemble:
     agent = Agent("Worker", "Work", llm=model, tools=tools)
     first = Task("Research the topic", agent=agent)
     second = Task("Write it up", agent=agent, context=[first])
-    return Ensemble(tasks=[first, second])
+    return Ensemble(tasks=[first, second], workflow=Workflow.SEQUENTIAL)
 
 
 def cpu_us_per_task(ensemble: Ensemble, runs: int) -> float:

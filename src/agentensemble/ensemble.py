@@ -2,39 +2,39 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentensemble._checks import require_int
+from agentensemble._inputs import check_inputs
 from agentensemble._sync import run_sync
-from agentensemble._validation import (
-    EnsembleShape,
-    check_inputs,
-    validate_flat,
-    validate_phases,
-)
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.execution._context import ExecutionContext
 from agentensemble.execution._logging import get_logger
-from agentensemble.execution._planning import PlannedTask, plan_tasks
-from agentensemble.execution._synthesis import AgentSynthesizer, TemplateAgentSynthesizer
-from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
-from agentensemble.observability._listeners import Callback, EventDispatcher, callback_listener
-from agentensemble.observability._metrics import ExecutionMetrics
+from agentensemble.execution._synthesis import AgentSynthesizer
+from agentensemble.models import ChatModel, RateLimit, resolve_model
+from agentensemble.observability._capture import CaptureMode
+from agentensemble.observability._cost import CostConfiguration
+from agentensemble.observability._exporters import TraceExporter
+from agentensemble.observability._listeners import Callback
 from agentensemble.options import RunOptions, check_length
-from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.phase import Phase
 from agentensemble.task import Task
-from agentensemble.workflows._dispatch import ParallelSettings, run_workflow
-from agentensemble.workflows._phases import PlannedPhase, run_phases
+
+if TYPE_CHECKING:
+    from agentensemble._run import RunPlan
+    from agentensemble._validation import EnsembleShape
+    from agentensemble.execution._context import ExecutionContext
+    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.outputs import EnsembleOutput
+    from agentensemble.workflows._dispatch import ParallelSettings
 
 __all__ = ["Ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
+
+_AUTO_EXPORT_DIRECTORY = "traces"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -62,7 +62,7 @@ class Ensemble:
     rate_limit: RateLimit | None = None
     """Limit on model calls of tasks using the ensemble `llm`: one bucket per run."""
     verbose: bool = False
-    """Log prompts and answers at INFO level."""
+    """Show live progress on the console and log prompts and answers."""
     max_tool_output_length: int = -1
     """Characters of each tool result the model sees (-1: no limit)."""
     tool_log_truncate_length: int = 200
@@ -71,14 +71,25 @@ class Ensemble:
     """Makes agents for agentless tasks; `TemplateAgentSynthesizer` when None."""
     inputs: Mapping[str, str] = field(default_factory=dict)
     """Template inputs; `run(inputs=...)` values win over these."""
+    capture_mode: CaptureMode | None = None
+    """How much traces record; see `CaptureMode` (``AGENTENSEMBLE_CAPTURE_MODE`` applies
+    when this is None or OFF)."""
+    cost_configuration: CostConfiguration | None = None
+    """Token prices, for cost estimates in metrics and traces."""
+    trace_exporter: TraceExporter | None = None
+    """Receives every run's trace (FULL capture exports to ``./traces/`` when None)."""
     listeners: Sequence[object] = ()
     """`EnsembleListener` objects (or any objects with some of its methods)."""
     on_task_start: Callback[Any] | None = None
     on_task_complete: Callback[Any] | None = None
     on_task_failed: Callback[Any] | None = None
     on_tool_call: Callback[Any] | None = None
+    on_token: Callback[Any] | None = None
+    on_delegation_started: Callback[Any] | None = None
+    on_delegation_completed: Callback[Any] | None = None
+    on_delegation_failed: Callback[Any] | None = None
     name: str | None = None
-    """Optional name, used in logs."""
+    """Optional name, used in logs, traces and spans."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -108,10 +119,21 @@ class Ensemble:
         """Run the ensemble.
 
         Raises `ValidationError` or `PromptTemplateError` before any model call, and
-        `TaskExecutionError` (carrying every completed output) when a task fails.
+        `TaskExecutionError` or `ParallelExecutionError` (carrying every completed output)
+        when tasks fail.
         """
-        started = time.perf_counter()
+        from agentensemble._run import execute_run  # the engine loads on first run
+
         run_inputs = {**self.inputs, **check_inputs(inputs, "run inputs")}
+        plan = await self._prepare(run_inputs)
+        ctx = self._context(options or RunOptions())
+        return await execute_run(plan, ctx, self._exporter(ctx.capture_mode))
+
+    async def _prepare(self, inputs: Mapping[str, str]) -> RunPlan:
+        """Validate, resolve templates and plan every task: all before any model call."""
+        from agentensemble._run import RunPlan
+        from agentensemble._validation import validate_flat
+
         if self.tasks and self.phases:
             raise ValidationError(
                 "Cannot mix tasks and phases on the same Ensemble. Use flat tasks for simple "
@@ -119,34 +141,46 @@ class Ensemble:
                 "both on the same ensemble."
             )
         if self.phases:
-            return await self._run_phases(run_inputs, options, started)
+            return await self._prepare_phases(inputs)
         tasks, workflow = validate_flat(self.tasks, self.workflow, self._shape())
         if self.workflow is None:
             logger.info("Workflow inferred: %s", workflow.value)
-        plan = await self._plan(tasks, run_inputs)
-        ctx = self._context(options or RunOptions())
-        logger.info(
-            "Ensemble run %s starting | %d tasks | %s", ctx.ensemble_id, len(plan), workflow.value
+        return RunPlan(
+            name=self.name,
+            workflow=workflow,
+            tasks=await self._plan(tasks, inputs),
+            inputs=inputs,
+            settings=self._parallel_settings(),
         )
-        completed = await run_workflow(plan, workflow, ctx, self._parallel_settings())
-        return _ensemble_output(completed, started)
 
-    async def _run_phases(
-        self, inputs: Mapping[str, str], options: RunOptions | None, started: float
-    ) -> EnsembleOutput:
+    async def _prepare_phases(self, inputs: Mapping[str, str]) -> RunPlan:
+        from agentensemble._run import RunPlan
+        from agentensemble._validation import validate_phases
+        from agentensemble.workflows._phases import PlannedPhase
+
         shapes = validate_phases(self.phases, self.workflow, self._shape())
-        planned = [
-            PlannedPhase(shape.phase, await self._plan(shape.phase.tasks, inputs), shape.workflow)
-            for shape in shapes
-        ]
-        ctx = self._context(options or RunOptions())
-        logger.info("Ensemble run %s starting | %d phases", ctx.ensemble_id, len(planned))
-        results = await run_phases(planned, ctx, self._parallel_settings())
-        return _ensemble_output(results.outputs, started, phase_outputs=results.by_phase)
+        total = sum(len(shape.phase.tasks) for shape in shapes)
+        phases: list[PlannedPhase] = []
+        for shape in shapes:
+            first = 1 + sum(len(item.plan) for item in phases)
+            planned = await self._plan(shape.phase.tasks, inputs, first_index=first, total=total)
+            phases.append(PlannedPhase(shape.phase, planned, shape.workflow))
+        return RunPlan(
+            name=self.name,
+            workflow=None,
+            tasks=tuple(task for phase in phases for task in phase.plan),
+            phases=tuple(phases),
+            inputs=inputs,
+            settings=self._parallel_settings(),
+        )
 
     async def _plan(
-        self, tasks: Sequence[Task], inputs: Mapping[str, str]
+        self, tasks: Sequence[Task], inputs: Mapping[str, str], **numbering: int
     ) -> tuple[PlannedTask, ...]:
+        from agentensemble.execution._planning import plan_tasks
+        from agentensemble.execution._synthesis import TemplateAgentSynthesizer
+        from agentensemble.models import RateLimitedChatModel
+
         run_model = self._model
         if self.rate_limit is not None and run_model is not None:
             run_model = RateLimitedChatModel(run_model, self.rate_limit)  # one bucket per run
@@ -156,9 +190,12 @@ class Ensemble:
             llm=run_model,
             raw_llm=self._model,
             synthesizer=self.agent_synthesizer or TemplateAgentSynthesizer(),
+            **numbering,
         )
 
     def _shape(self) -> EnsembleShape:
+        from agentensemble._validation import EnsembleShape
+
         return EnsembleShape(
             llm=self._model,
             rate_limit=self.rate_limit,
@@ -166,24 +203,30 @@ class Ensemble:
         )
 
     def _parallel_settings(self) -> ParallelSettings:
+        from agentensemble.workflows._dispatch import ParallelSettings
+
         return ParallelSettings(
             strategy=self.parallel_error_strategy or ParallelErrorStrategy.FAIL_FAST,
             max_concurrency=self.max_concurrency,
         )
 
+    def _exporter(self, capture_mode: CaptureMode) -> TraceExporter | None:
+        if self.trace_exporter is None and capture_mode is CaptureMode.FULL:
+            from agentensemble.observability._exporters import JsonTraceExporter
+
+            return JsonTraceExporter(_AUTO_EXPORT_DIRECTORY)
+        return self.trace_exporter
+
     def _context(self, options: RunOptions) -> ExecutionContext:
         import uuid
 
-        callbacks = callback_listener(
-            on_task_start=self.on_task_start,
-            on_task_complete=self.on_task_complete,
-            on_task_failed=self.on_task_failed,
-            on_tool_call=self.on_tool_call,
-        )
-        listeners = [*self.listeners, *([callbacks] if callbacks else [])]
+        from agentensemble.execution._context import ExecutionContext
+        from agentensemble.observability._capture import resolve_capture_mode
+        from agentensemble.observability._listeners import EventDispatcher
+
         return ExecutionContext(
             ensemble_id=str(uuid.uuid4()),
-            events=EventDispatcher(listeners),
+            events=EventDispatcher(self._listeners()),
             verbose=self.verbose,
             max_tool_output_length=_pick(
                 options.max_tool_output_length, self.max_tool_output_length
@@ -191,7 +234,29 @@ class Ensemble:
             tool_log_truncate_length=_pick(
                 options.tool_log_truncate_length, self.tool_log_truncate_length
             ),
+            capture_mode=resolve_capture_mode(self.capture_mode),
+            cost_configuration=self.cost_configuration,
         )
+
+    def _listeners(self) -> list[object]:
+        from agentensemble.observability._listeners import callback_listener
+
+        callbacks = callback_listener(
+            on_task_start=self.on_task_start,
+            on_task_complete=self.on_task_complete,
+            on_task_failed=self.on_task_failed,
+            on_tool_call=self.on_tool_call,
+            on_token=self.on_token,
+            on_delegation_started=self.on_delegation_started,
+            on_delegation_completed=self.on_delegation_completed,
+            on_delegation_failed=self.on_delegation_failed,
+        )
+        listeners: list[object] = [*self.listeners, *([callbacks] if callbacks else [])]
+        if self.verbose:
+            from agentensemble.observability._console import ConsoleProgress
+
+            listeners.append(ConsoleProgress())
+        return listeners
 
 
 def _pick(override: int | None, default: int) -> int:
@@ -216,27 +281,19 @@ def _check_settings(ensemble: Ensemble) -> None:
             raise ValidationError(
                 f"Ensemble max_concurrency must be > 0 when set, got: {ensemble.max_concurrency}"
             )
-    strategy = ensemble.parallel_error_strategy
-    if strategy is not None and not isinstance(strategy, ParallelErrorStrategy):
+    _check_type(ensemble.parallel_error_strategy, ParallelErrorStrategy, "parallel_error_strategy")
+    _check_type(ensemble.rate_limit, RateLimit, "rate_limit")
+    _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")
+    _check_type(ensemble.cost_configuration, CostConfiguration, "cost_configuration")
+    exporter = ensemble.trace_exporter
+    if exporter is not None and not isinstance(exporter, TraceExporter):
         raise ValidationError(
-            f"Ensemble parallel_error_strategy must be a ParallelErrorStrategy, got: {strategy!r}"
+            f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
         )
-    limit = ensemble.rate_limit
-    if limit is not None and not isinstance(limit, RateLimit):
-        raise ValidationError(f"Ensemble rate_limit must be a RateLimit, got: {limit!r}")
 
 
-def _ensemble_output(
-    completed: Mapping[Task, TaskOutput],
-    started: float,
-    *,
-    phase_outputs: Mapping[str, tuple[TaskOutput, ...]] | None = None,
-) -> EnsembleOutput:
-    outputs = tuple(completed.values())
-    return EnsembleOutput(
-        task_outputs=outputs,
-        total_duration=timedelta(seconds=time.perf_counter() - started),
-        metrics=ExecutionMetrics.of(output.metrics for output in outputs),
-        phase_outputs=dict(phase_outputs or {}),
-        _by_task=dict(completed),
-    )
+def _check_type(value: object, expected: type, field_name: str) -> None:
+    if value is not None and not isinstance(value, expected):
+        raise ValidationError(
+            f"Ensemble {field_name} must be a {expected.__name__}, got: {value!r}"
+        )

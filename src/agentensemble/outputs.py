@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 from agentensemble.task import Task
+
+if TYPE_CHECKING:
+    from agentensemble.observability._trace import ExecutionTrace, TaskTrace
 
 __all__ = ["EnsembleOutput", "TaskOutput"]
 
@@ -34,6 +37,8 @@ class TaskOutput:
     """The structured result, when the task asked for one."""
     output_type: Any = None
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
+    trace: TaskTrace | None = None
+    """What the task did: prompts, every model call and tool call."""
 
     def parsed(self, type_: type[T]) -> T:
         """`parsed_output` checked to be a `type_`.
@@ -60,6 +65,8 @@ class EnsembleOutput:
     metrics: ExecutionMetrics = field(default_factory=ExecutionMetrics)
     phase_outputs: Mapping[str, tuple[TaskOutput, ...]] = field(default_factory=dict)
     """Outputs by phase name (runs with phases only)."""
+    trace: ExecutionTrace | None = None
+    """The run's execution trace."""
     _by_task: Mapping[Task, TaskOutput] = field(default_factory=dict, repr=False)
 
     @property

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentensemble.observability._capture import CaptureMode
+from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._listeners import EventDispatcher
 
 __all__ = ["ExecutionContext"]
@@ -20,3 +22,5 @@ class ExecutionContext:
     """Characters of tool output the model sees (-1: all)."""
     tool_log_truncate_length: int = 200
     """Characters of tool input/output in logs (-1: all, 0: none)."""
+    capture_mode: CaptureMode = CaptureMode.OFF
+    cost_configuration: CostConfiguration | None = None

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentensemble.errors import AgentExecutionError
+from agentensemble.observability._metrics import TaskMetrics
+from agentensemble.observability._trace import TaskTrace
 from agentensemble.outputs import TaskOutput
 from agentensemble.task import Handler
 from agentensemble.tools._agent_tool import AgentTool
@@ -33,14 +35,19 @@ class HandlerContext:
 
 
 async def execute_handler(
-    handler: Handler, description: str, expected_output: str, context: Sequence[TaskOutput]
+    handler: Handler,
+    description: str,
+    expected_output: str,
+    context: Sequence[TaskOutput],
+    *,
+    index: int = 1,
 ) -> TaskOutput:
     """Run `handler` and turn what it returns into a `TaskOutput`.
 
     A handler that raises, returns None or returns a failed `ToolResult` fails the task
     with `AgentExecutionError`.
     """
-    started = time.perf_counter()
+    started_at, started = datetime.now(UTC), time.perf_counter()
     try:
         value = await _call(handler, HandlerContext(description, expected_output, tuple(context)))
     except Exception as error:
@@ -55,12 +62,26 @@ async def execute_handler(
     if not result.is_success:
         reason = result.error_message or "handler failure"
         raise _failure(f"Deterministic task failed: {reason}", description)
+    duration = timedelta(seconds=time.perf_counter() - started)
+    trace = TaskTrace(
+        task_index=index,
+        agent_role=DETERMINISTIC_ROLE,
+        task_description=description,
+        expected_output=expected_output,
+        started_at=started_at,
+        completed_at=started_at + duration,
+        duration=duration,
+        final_output=result.output or "",
+        parsed_output=result.structured_output,
+        metrics=TaskMetrics(),
+    )
     return TaskOutput(
         raw=result.output or "",
         task_description=description,
         agent_role=DETERMINISTIC_ROLE,
-        completed_at=datetime.now(UTC),
-        duration=timedelta(seconds=time.perf_counter() - started),
+        completed_at=trace.completed_at,
+        duration=duration,
+        trace=trace,
     )
 
 

@@ -27,7 +27,9 @@ class PlannedTask:
     source: Task
     """The caller's task object (the identity outputs are keyed by)."""
     index: int
-    """1-based position in the run."""
+    """1-based position in the run (numbered across phases)."""
+    total: int
+    """How many tasks the run has."""
     description: str
     """Description after template resolution."""
     expected_output: str
@@ -55,6 +57,8 @@ async def plan_tasks(
     llm: ChatModel | None,
     raw_llm: ChatModel | None = None,
     synthesizer: AgentSynthesizer,
+    first_index: int = 1,
+    total: int | None = None,
 ) -> tuple[PlannedTask, ...]:
     """Resolve templates for every task first (so a missing variable fails before any model
     call), then give each task its agent, synthesising one where the task has none.
@@ -64,7 +68,7 @@ async def plan_tasks(
     texts = resolve_texts(tasks, inputs)
     planned = []
     for index, (task, (description, expected)) in enumerate(
-        zip(tasks, texts, strict=True), start=1
+        zip(tasks, texts, strict=True), start=first_index
     ):
         agent = None
         if task.handler is None:
@@ -75,6 +79,7 @@ async def plan_tasks(
             PlannedTask(
                 source=task,
                 index=index,
+                total=total if total is not None else len(tasks),
                 description=description,
                 expected_output=expected,
                 agent=agent,

@@ -49,13 +49,10 @@ def context_outputs(
 
 
 async def run_task(
-    planned: PlannedTask,
-    context: Sequence[TaskOutput],
-    ctx: ExecutionContext,
-    *,
-    total: int,
+    planned: PlannedTask, context: Sequence[TaskOutput], ctx: ExecutionContext
 ) -> TaskOutput:
     """Execute one task, firing start/complete/failed events. Failures are re-raised as is."""
+    total = planned.total
     with task_log_context(planned.index, total, planned.description, planned.role):
         logger.info(
             "Task %d/%d starting | Description: %s | Agent: %s",
@@ -64,13 +61,13 @@ async def run_task(
             planned.description[:80],
             planned.role,
         )
-        await ctx.events.emit("on_task_start", _start_event(planned, total))
+        await ctx.events.emit(_start_event(planned, total, ctx.ensemble_id))
         started = time.perf_counter()
         try:
             output = await _execute(planned, context, ctx)
         except Exception as error:
             elapsed = timedelta(seconds=time.perf_counter() - started)
-            await ctx.events.emit("on_task_failed", _failed_event(planned, total, error, elapsed))
+            await ctx.events.emit(_failed_event(planned, total, error, elapsed, ctx.ensemble_id))
             raise
         logger.info(
             "Task %d/%d completed | Duration: %s | Tool calls: %d",
@@ -79,7 +76,7 @@ async def run_task(
             output.duration,
             output.tool_call_count,
         )
-        await ctx.events.emit("on_task_complete", _complete_event(planned, total, output))
+        await ctx.events.emit(_complete_event(planned, total, output, ctx.ensemble_id))
         return output
 
 
@@ -103,16 +100,19 @@ async def _execute(
     return await execute_agent(run)
 
 
-def _start_event(planned: PlannedTask, total: int) -> TaskStartEvent:
+def _start_event(planned: PlannedTask, total: int, run_id: str) -> TaskStartEvent:
     return TaskStartEvent(
         task_description=planned.description,
         agent_role=planned.role,
         task_index=planned.index,
         total_tasks=total,
+        ensemble_id=run_id,
     )
 
 
-def _complete_event(planned: PlannedTask, total: int, output: TaskOutput) -> TaskCompleteEvent:
+def _complete_event(
+    planned: PlannedTask, total: int, output: TaskOutput, run_id: str
+) -> TaskCompleteEvent:
     return TaskCompleteEvent(
         task_description=planned.description,
         agent_role=planned.role,
@@ -120,11 +120,12 @@ def _complete_event(planned: PlannedTask, total: int, output: TaskOutput) -> Tas
         duration=output.duration,
         task_index=planned.index,
         total_tasks=total,
+        ensemble_id=run_id,
     )
 
 
 def _failed_event(
-    planned: PlannedTask, total: int, error: BaseException, elapsed: timedelta
+    planned: PlannedTask, total: int, error: BaseException, elapsed: timedelta, run_id: str
 ) -> TaskFailedEvent:
     return TaskFailedEvent(
         task_description=planned.description,
@@ -133,4 +134,5 @@ def _failed_event(
         duration=elapsed,
         task_index=planned.index,
         total_tasks=total,
+        ensemble_id=run_id,
     )

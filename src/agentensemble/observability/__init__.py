@@ -1,22 +1,110 @@
-"""Observability: events, listeners and metrics."""
+"""Observability: events, listeners, metrics, traces, capture mode, exporters, OpenTelemetry.
 
+The trace types (`ExecutionTrace`, `TaskTrace`, ... and `load_trace`) load on first access.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from agentensemble.observability._capture import CaptureMode
+from agentensemble.observability._console import ConsoleProgress
+from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
     Event,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
+    TaskInputEvent,
     TaskStartEvent,
+    TokenEvent,
     ToolCallEvent,
 )
+from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EnsembleListener
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
+from agentensemble.observability._otel import OpenTelemetryListener
+
+if TYPE_CHECKING:
+    from agentensemble.observability._trace import (
+        SCHEMA_VERSION,
+        AgentSummary,
+        CapturedMessage,
+        CapturedToolCall,
+        DelegationTrace,
+        ErrorTrace,
+        ExecutionTrace,
+        LlmInteraction,
+        PromptTrace,
+        TaskTrace,
+        ToolCallTrace,
+        load_trace,
+    )
+
+_TRACE_NAMES = frozenset(
+    {
+        "SCHEMA_VERSION",
+        "AgentSummary",
+        "CapturedMessage",
+        "CapturedToolCall",
+        "DelegationTrace",
+        "ErrorTrace",
+        "ExecutionTrace",
+        "LlmInteraction",
+        "PromptTrace",
+        "TaskTrace",
+        "ToolCallTrace",
+        "load_trace",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TRACE_NAMES:
+        from agentensemble.observability import _trace
+
+        return getattr(_trace, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
+    "SCHEMA_VERSION",
+    "AgentSummary",
+    "CaptureMode",
+    "CapturedMessage",
+    "CapturedToolCall",
+    "ConsoleProgress",
+    "CostConfiguration",
+    "DelegationCompletedEvent",
+    "DelegationFailedEvent",
+    "DelegationStartedEvent",
+    "DelegationTrace",
+    "EnsembleCompletedEvent",
     "EnsembleListener",
+    "EnsembleStartedEvent",
+    "ErrorTrace",
     "Event",
     "ExecutionMetrics",
+    "ExecutionTrace",
+    "JsonTraceExporter",
+    "LlmInteraction",
+    "LlmIterationCompletedEvent",
+    "LlmIterationStartedEvent",
+    "OpenTelemetryListener",
+    "PromptTrace",
     "TaskCompleteEvent",
     "TaskFailedEvent",
+    "TaskInputEvent",
     "TaskMetrics",
     "TaskStartEvent",
+    "TaskTrace",
+    "TokenEvent",
     "ToolCallEvent",
+    "ToolCallTrace",
+    "TraceExporter",
+    "load_trace",
 ]

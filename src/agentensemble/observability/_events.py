@@ -1,4 +1,7 @@
-"""Lifecycle events: small frozen dataclasses with a literal `type` discriminator."""
+"""Lifecycle events: small frozen dataclasses with a literal `type` discriminator.
+
+The `type` strings are part of the public API (the dashboard's wire protocol uses them).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +10,80 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from agentensemble.models import Message, ToolCall
     from agentensemble.outputs import TaskOutput
 
 __all__ = [
+    "DelegationCompletedEvent",
+    "DelegationFailedEvent",
+    "DelegationStartedEvent",
+    "EnsembleCompletedEvent",
+    "EnsembleStartedEvent",
     "Event",
+    "LlmIterationCompletedEvent",
+    "LlmIterationStartedEvent",
     "TaskCompleteEvent",
     "TaskFailedEvent",
+    "TaskInputEvent",
     "TaskStartEvent",
+    "TokenEvent",
     "ToolCallEvent",
 ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EnsembleStartedEvent:
+    """A run started (after validation and planning, before the first task)."""
+
+    ensemble_id: str
+    workflow: str
+    """``SEQUENTIAL``, ``PARALLEL`` or ``PHASES``."""
+    total_tasks: int
+    name: str | None = None
+    """The ensemble's name, if it has one."""
+    type: Literal["ensemble_started"] = "ensemble_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnsembleCompletedEvent:
+    """A run ended. `exit_reason` is ``ERROR`` (and `error` set) when it raised."""
+
+    ensemble_id: str
+    duration: timedelta
+    exit_reason: str
+    error: BaseException | None = None
+    type: Literal["ensemble_completed"] = "ensemble_completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskStartEvent:
-    """A task is about to run. `task_index` is 1-based."""
+    """A task is about to run. `task_index` is 1-based and unique within the run."""
 
     task_description: str
     agent_role: str
     task_index: int
     total_tasks: int
+    ensemble_id: str = ""
+    """The run this event belongs to."""
     type: Literal["task_start"] = "task_start"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskInputEvent:
+    """What an agent task is given: its prompt, agent and tools (fired after the start)."""
+
+    task_index: int
+    task_description: str
+    expected_output: str
+    agent_role: str
+    agent_goal: str
+    agent_background: str | None
+    tool_names: tuple[str, ...]
+    system_prompt: str
+    user_prompt: str
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    type: Literal["task_input"] = "task_input"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +96,8 @@ class TaskCompleteEvent:
     duration: timedelta
     task_index: int
     total_tasks: int
+    ensemble_id: str = ""
+    """The run this event belongs to."""
     type: Literal["task_complete"] = "task_complete"
 
 
@@ -52,7 +111,44 @@ class TaskFailedEvent:
     duration: timedelta
     task_index: int
     total_tasks: int
+    ensemble_id: str = ""
+    """The run this event belongs to."""
     type: Literal["task_failed"] = "task_failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmIterationStartedEvent:
+    """A model call is about to be made. `iteration_index` is 0-based within the task."""
+
+    agent_role: str
+    task_description: str
+    task_index: int
+    iteration_index: int
+    messages: tuple[Message, ...]
+    model_name: str
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    type: Literal["llm_iteration_started"] = "llm_iteration_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmIterationCompletedEvent:
+    """A model call returned. Token counts are -1 when the provider reported none."""
+
+    agent_role: str
+    task_description: str
+    task_index: int
+    iteration_index: int
+    response_type: Literal["TOOL_CALLS", "FINAL_ANSWER"]
+    response_text: str | None
+    tool_requests: tuple[ToolCall, ...]
+    input_tokens: int
+    output_tokens: int
+    latency: timedelta
+    model_name: str
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    type: Literal["llm_iteration_completed"] = "llm_iteration_completed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +163,77 @@ class ToolCallEvent:
     duration: timedelta
     task_index: int
     outcome: Literal["SUCCESS", "FAILURE"]
+    tool_call_id: str = ""
+    ensemble_id: str = ""
+    """The run this event belongs to."""
     type: Literal["tool_call"] = "tool_call"
 
 
-Event = TaskStartEvent | TaskCompleteEvent | TaskFailedEvent | ToolCallEvent
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenEvent:
+    """A piece of a streamed answer. The pieces of one model call concatenate to its text."""
+
+    token: str
+    agent_role: str
+    task_description: str
+    task_index: int
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    type: Literal["token"] = "token"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationStartedEvent:
+    """An agent handed a subtask to another agent."""
+
+    delegation_id: str
+    delegating_agent_role: str
+    worker_role: str
+    task_description: str
+    delegation_depth: int
+    request: Any
+    type: Literal["delegation_started"] = "delegation_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationCompletedEvent:
+    """A delegated subtask completed."""
+
+    delegation_id: str
+    delegating_agent_role: str
+    worker_role: str
+    response: Any
+    duration: timedelta
+    type: Literal["delegation_completed"] = "delegation_completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationFailedEvent:
+    """A delegation was refused or the worker failed."""
+
+    delegation_id: str
+    delegating_agent_role: str
+    worker_role: str
+    failure_reason: str
+    cause: BaseException | None
+    response: Any
+    duration: timedelta
+    type: Literal["delegation_failed"] = "delegation_failed"
+
+
+Event = (
+    EnsembleStartedEvent
+    | EnsembleCompletedEvent
+    | TaskStartEvent
+    | TaskInputEvent
+    | TaskCompleteEvent
+    | TaskFailedEvent
+    | LlmIterationStartedEvent
+    | LlmIterationCompletedEvent
+    | ToolCallEvent
+    | TokenEvent
+    | DelegationStartedEvent
+    | DelegationCompletedEvent
+    | DelegationFailedEvent
+)
+"""Any lifecycle event."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
 __all__ = ["ExecutionMetrics", "TaskMetrics", "add_known"]
 
@@ -35,7 +36,7 @@ class TaskMetrics:
     llm_call_count: int = 0
     tool_call_count: int = 0
     memory_operations: int = 0
-    cost_estimate: float | None = None
+    cost_estimate: Decimal | None = None
     """Estimated cost, when a cost configuration is set and tokens are known."""
 
 
@@ -50,7 +51,8 @@ class ExecutionMetrics:
     total_tool_execution_time: timedelta = timedelta(0)
     total_llm_call_count: int = 0
     total_tool_calls: int = 0
-    total_cost_estimate: float | None = None
+    total_cost_estimate: Decimal | None = None
+    """Sum of the known task costs (None when no task has one)."""
 
     @classmethod
     def of(cls, tasks: Iterable[TaskMetrics]) -> ExecutionMetrics:
@@ -58,7 +60,7 @@ class ExecutionMetrics:
         inputs = outputs = 0
         latency = tool_time = timedelta(0)
         calls = tool_calls = 0
-        cost: float | None = None
+        cost: Decimal | None = None
         for metrics in tasks:
             inputs = add_known(inputs, metrics.input_tokens)
             outputs = add_known(outputs, metrics.output_tokens)
@@ -67,7 +69,7 @@ class ExecutionMetrics:
             calls += metrics.llm_call_count
             tool_calls += metrics.tool_call_count
             if metrics.cost_estimate is not None:
-                cost = (cost or 0.0) + metrics.cost_estimate
+                cost = (cost or Decimal(0)) + metrics.cost_estimate
         return cls(
             total_input_tokens=inputs,
             total_output_tokens=outputs,

@@ -7,7 +7,6 @@ skipped. Outputs come back in completion order.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +69,8 @@ async def run_parallel(
     (CONTINUE_ON_ERROR), after every running task has finished, carrying every output
     that completed.
     """
+    import asyncio
+
     graph = _Graph.of(plan, prior or {})
     limiter = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     total = len(plan)
@@ -97,13 +98,13 @@ async def run_parallel(
 
         async def execute(planned: PlannedTask) -> None:
             if limiter is None:
-                await _run_one(graph, planned, ctx, total)
+                await _run_one(graph, planned, ctx)
             else:
                 async with limiter:
                     if should_skip(planned):  # a failure happened while it waited
                         _skip(graph, planned)
                     else:
-                        await _run_one(graph, planned, ctx, total)
+                        await _run_one(graph, planned, ctx)
             settle(planned)
 
         for root in graph.roots():
@@ -113,10 +114,10 @@ async def run_parallel(
     return graph.outputs
 
 
-async def _run_one(graph: _Graph, planned: PlannedTask, ctx: ExecutionContext, total: int) -> None:
+async def _run_one(graph: _Graph, planned: PlannedTask, ctx: ExecutionContext) -> None:
     context = context_outputs(planned, graph.known, strict=False)
     try:
-        output = await run_task(planned, context, ctx, total=total)
+        output = await run_task(planned, context, ctx)
     except Exception as error:
         graph.failures.append((planned, error))
         graph.broken.add(planned.source)

@@ -6,7 +6,6 @@ failed phase skips its successors (transitively) while unrelated phases finish.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -51,6 +50,8 @@ async def run_phases(
     phases: Sequence[PlannedPhase], ctx: ExecutionContext, settings: ParallelSettings
 ) -> PhaseResults:
     """Run the phase DAG; raise the first phase failure once every runnable phase is done."""
+    import asyncio
+
     results = PhaseResults()
     done = {item.phase: asyncio.Event() for item in phases}
 

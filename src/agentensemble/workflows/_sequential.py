@@ -30,7 +30,7 @@ async def run_sequential(
     for planned in plan:
         context = context_outputs(planned, known, strict=True)
         try:
-            output = await run_task(planned, context, ctx, total=len(plan))
+            output = await run_task(planned, context, ctx)
         except Exception as error:
             raise TaskExecutionError(
                 f"Task failed: {planned.description}",

@@ -1,0 +1,143 @@
+"""`ConsoleProgress`: live progress of a run on a terminal, plain lines elsewhere."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, TextIO
+
+from agentensemble.observability._events import (
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    LlmIterationCompletedEvent,
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskStartEvent,
+    ToolCallEvent,
+)
+from agentensemble.observability._listeners import EnsembleListener
+
+__all__ = ["ConsoleProgress"]
+
+
+@dataclass(slots=True)
+class _Totals:
+    tasks_done: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+    tokens_known: bool = True
+    cost: Decimal | None = None
+
+    def describe(self) -> str:
+        tokens = f"{self.tokens} tokens" if self.tokens_known else "tokens unknown"
+        cost = f" · cost {self.cost:.6f}" if self.cost is not None else ""
+        return f"{self.tool_calls} tool calls · {tokens}{cost}"
+
+
+class ConsoleProgress(EnsembleListener):
+    """Prints each step of a run: tasks starting and finishing, tool calls, tokens and cost
+    so far. On a terminal it uses `rich` (``pip install "agentensemble[cli]"``) with a live
+    status line; otherwise, or without rich, it writes plain lines. Writes to stderr by
+    default so that stdout stays the program's output.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, rich: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self._totals = _Totals()
+        self._console: Any = None
+        self._status: Any = None
+        if rich if rich is not None else self.stream.isatty():
+            self._console = _rich_console(self.stream)
+
+    def _line(self, text: str, style: str = "") -> None:
+        if self._console is not None:
+            self._console.print(text, style=style or None, highlight=False, markup=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def _update_status(self, text: str) -> None:
+        if self._status is not None:
+            self._status.update(text)
+
+    async def on_ensemble_started(self, event: EnsembleStartedEvent) -> None:
+        """Start the status line."""
+        self._totals = _Totals()
+        label = f" {event.name}" if event.name else ""
+        self._line(
+            f"▶ run{label} {event.ensemble_id[:8]} · {event.workflow} · {event.total_tasks} tasks",
+            "bold",
+        )
+        if self._console is not None:
+            self._status = self._console.status("running…")
+            self._status.start()
+
+    async def on_task_start(self, event: TaskStartEvent) -> None:
+        """Announce a task."""
+        self._line(
+            f"● [{event.task_index}/{event.total_tasks}] {event.agent_role}: "
+            f"{_short(event.task_description)}",
+            "cyan",
+        )
+        self._update_status(f"{event.agent_role}: {_short(event.task_description, 50)}")
+
+    async def on_llm_iteration_completed(self, event: LlmIterationCompletedEvent) -> None:
+        """Count tokens."""
+        if event.input_tokens < 0 or event.output_tokens < 0:
+            self._totals.tokens_known = False
+        else:
+            self._totals.tokens += event.input_tokens + event.output_tokens
+        self._update_status(f"{event.agent_role} · {self._totals.describe()}")
+
+    async def on_tool_call(self, event: ToolCallEvent) -> None:
+        """Show a tool call."""
+        self._totals.tool_calls += 1
+        mark = "✓" if event.outcome == "SUCCESS" else "✗"
+        milliseconds = round(event.duration.total_seconds() * 1000)
+        self._line(f"  ↳ {event.tool_name} {mark} {milliseconds} ms", "dim")
+
+    async def on_task_complete(self, event: TaskCompleteEvent) -> None:
+        """Show a finished task and the totals so far."""
+        totals = self._totals
+        totals.tasks_done += 1
+        cost = event.task_output.metrics.cost_estimate
+        if cost is not None:
+            totals.cost = (totals.cost or Decimal(0)) + cost
+        seconds = event.duration.total_seconds()
+        self._line(
+            f"✓ [{event.task_index}/{event.total_tasks}] {event.agent_role} done in "
+            f"{seconds:.2f}s · so far: {totals.describe()}",
+            "green",
+        )
+
+    async def on_task_failed(self, event: TaskFailedEvent) -> None:
+        """Show a failed task."""
+        self._line(
+            f"✗ [{event.task_index}/{event.total_tasks}] {event.agent_role} failed: {event.cause}",
+            "red",
+        )
+
+    async def on_ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
+        """Stop the status line and print the totals."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        seconds = event.duration.total_seconds()
+        self._line(
+            f"■ {event.exit_reason.lower()} in {seconds:.2f}s · {self._totals.tasks_done} tasks · "
+            f"{self._totals.describe()}",
+            "bold",
+        )
+
+
+def _short(text: str, limit: int = 70) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _rich_console(stream: TextIO) -> Any:
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=stream)

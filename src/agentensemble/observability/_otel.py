@@ -1,0 +1,162 @@
+"""OpenTelemetry spans for runs, tasks, model calls and tool calls (extra ``otel``).
+
+Span names and attributes follow the OpenTelemetry GenAI semantic conventions (still in
+development upstream): ``invoke_workflow`` for a run, ``invoke_agent {role}`` for a task,
+``chat {model}`` for a model call and ``execute_tool {tool}`` for a tool call, with
+``gen_ai.*`` attributes. agentensemble's own details go under ``agentensemble.*``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from agentensemble.models._extras import require
+from agentensemble.observability._events import (
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskStartEvent,
+    ToolCallEvent,
+)
+from agentensemble.observability._listeners import EnsembleListener
+
+__all__ = ["OpenTelemetryListener"]
+
+_NANOSECONDS = 1_000_000_000
+
+
+class OpenTelemetryListener(EnsembleListener):
+    """Emits a span tree per run: the run, each task under it, and each model call and tool
+    call under its task. Pass a `tracer_provider`, or the global one is used.
+
+    ``Ensemble(listeners=[OpenTelemetryListener()])``; needs
+    ``pip install "agentensemble[otel]"``. Its methods are async, so they run on the event
+    loop and keep span bookkeeping free of threads.
+    """
+
+    def __init__(self, tracer_provider: Any = None) -> None:
+        trace = require("opentelemetry.trace", "otel")
+        self._trace = trace
+        self._tracer = trace.get_tracer("agentensemble", tracer_provider=tracer_provider)
+        self._runs: dict[str, Any] = {}
+        self._tasks: dict[tuple[str, int], Any] = {}
+        self._calls: dict[tuple[str, int, int], Any] = {}
+
+    def _start(self, name: str, parent: Any, attributes: dict[str, Any], **options: Any) -> Any:
+        context = self._trace.set_span_in_context(parent) if parent is not None else None
+        return self._tracer.start_span(name, context=context, attributes=attributes, **options)
+
+    def _fail(self, span: Any, error: BaseException) -> None:
+        span.set_attribute("error.type", type(error).__name__)
+        span.record_exception(error)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
+
+    async def on_ensemble_started(self, event: EnsembleStartedEvent) -> None:
+        """Open the run span."""
+        name = event.name or "agentensemble"
+        self._runs[event.ensemble_id] = self._start(
+            f"invoke_workflow {name}",
+            None,
+            {
+                "gen_ai.operation.name": "invoke_workflow",
+                "agentensemble.ensemble_id": event.ensemble_id,
+                "agentensemble.workflow": event.workflow,
+                "agentensemble.total_tasks": event.total_tasks,
+            },
+        )
+
+    async def on_task_start(self, event: TaskStartEvent) -> None:
+        """Open a task span under the run span."""
+        self._tasks[(event.ensemble_id, event.task_index)] = self._start(
+            f"invoke_agent {event.agent_role}",
+            self._runs.get(event.ensemble_id),
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": event.agent_role,
+                "agentensemble.task.index": event.task_index,
+                "agentensemble.task.description": event.task_description,
+            },
+        )
+
+    async def on_llm_iteration_started(self, event: LlmIterationStartedEvent) -> None:
+        """Open a chat span under the task span."""
+        key = (event.ensemble_id, event.task_index, event.iteration_index)
+        self._calls[key] = self._start(
+            f"chat {event.model_name}",
+            self._tasks.get((event.ensemble_id, event.task_index)),
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": event.model_name,
+                "gen_ai.agent.name": event.agent_role,
+            },
+            kind=self._trace.SpanKind.CLIENT,
+        )
+
+    async def on_llm_iteration_completed(self, event: LlmIterationCompletedEvent) -> None:
+        """Close the chat span with token usage and the finish reason."""
+        key = (event.ensemble_id, event.task_index, event.iteration_index)
+        span = self._calls.pop(key, None)
+        if span is None:
+            return
+        if event.input_tokens >= 0:
+            span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+        if event.output_tokens >= 0:
+            span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+        reason = "tool_calls" if event.response_type == "TOOL_CALLS" else "stop"
+        span.set_attribute("gen_ai.response.finish_reasons", (reason,))
+        span.end()
+
+    async def on_tool_call(self, event: ToolCallEvent) -> None:
+        """Record a finished tool call as a span under its task span."""
+        end = _now_ns()
+        span = self._start(
+            f"execute_tool {event.tool_name}",
+            self._tasks.get((event.ensemble_id, event.task_index)),
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": event.tool_name,
+                "gen_ai.tool.call.id": event.tool_call_id,
+                "agentensemble.tool.outcome": event.outcome,
+            },
+            start_time=end - int(event.duration.total_seconds() * _NANOSECONDS),
+        )
+        if event.outcome != "SUCCESS":
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.tool_result))
+        span.end(end_time=end)
+
+    async def on_task_complete(self, event: TaskCompleteEvent) -> None:
+        """Close the task span with its token totals."""
+        span = self._tasks.pop((event.ensemble_id, event.task_index), None)
+        if span is None:
+            return
+        metrics = event.task_output.metrics
+        if metrics.input_tokens >= 0:
+            span.set_attribute("gen_ai.usage.input_tokens", metrics.input_tokens)
+        if metrics.output_tokens >= 0:
+            span.set_attribute("gen_ai.usage.output_tokens", metrics.output_tokens)
+        span.end()
+
+    async def on_task_failed(self, event: TaskFailedEvent) -> None:
+        """Close the task span as failed."""
+        span = self._tasks.pop((event.ensemble_id, event.task_index), None)
+        if span is not None:
+            self._fail(span, event.cause)
+            span.end()
+
+    async def on_ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
+        """Close the run span (as failed when the run raised)."""
+        span = self._runs.pop(event.ensemble_id, None)
+        if span is None:
+            return
+        span.set_attribute("agentensemble.exit_reason", event.exit_reason)
+        if event.error is not None:
+            self._fail(span, event.error)
+        span.end()
+
+
+def _now_ns() -> int:
+    return int(datetime.now(UTC).timestamp() * _NANOSECONDS)

@@ -1,0 +1,137 @@
+"""Assemble a run's `ExecutionTrace` and hand it to the exporter."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agentensemble.agent import Agent
+from agentensemble.errors import (
+    AgentExecutionError,
+    MaxIterationsExceededError,
+    ParallelExecutionError,
+    TaskExecutionError,
+)
+from agentensemble.execution._logging import get_logger
+from agentensemble.observability._capture import CaptureMode
+from agentensemble.observability._exporters import TraceExporter
+from agentensemble.observability._metrics import ExecutionMetrics
+from agentensemble.observability._trace import AgentSummary, ErrorTrace, ExecutionTrace
+from agentensemble.outputs import TaskOutput
+from agentensemble.tools._resolve import ToolSet
+
+__all__ = ["RunRecord", "build_trace", "completed_outputs_of", "errors_of", "export_trace"]
+
+logger = get_logger("agentensemble.traces")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """What a run was, for its trace."""
+
+    ensemble_id: str
+    workflow: str
+    capture_mode: CaptureMode
+    started_at: datetime
+    inputs: Mapping[str, str]
+    agents: Sequence[Agent]
+
+
+def build_trace(
+    record: RunRecord,
+    outputs: Sequence[TaskOutput],
+    *,
+    duration: timedelta,
+    exit_reason: str,
+    errors: Sequence[ErrorTrace] = (),
+) -> ExecutionTrace:
+    """The run's trace from its completed outputs (and errors, for a failed run)."""
+    metrics = ExecutionMetrics.of(output.metrics for output in outputs)
+    return ExecutionTrace(
+        ensemble_id=record.ensemble_id,
+        workflow=record.workflow,
+        capture_mode=record.capture_mode.value,
+        started_at=record.started_at,
+        completed_at=record.started_at + duration,
+        total_duration=duration,
+        exit_reason=exit_reason,
+        inputs=dict(record.inputs),
+        agents=tuple(_summary(agent) for agent in record.agents),
+        task_traces=tuple(output.trace for output in outputs if output.trace is not None),
+        metrics=metrics,
+        total_cost_estimate=metrics.total_cost_estimate,
+        errors=tuple(errors),
+    )
+
+
+def _summary(agent: Agent) -> AgentSummary:
+    return AgentSummary(
+        role=agent.role,
+        goal=agent.goal,
+        background=agent.background,
+        tool_names=tuple(spec.name for spec in ToolSet.of(agent.tools).specs),
+        allow_delegation=agent.allow_delegation,
+    )
+
+
+def completed_outputs_of(error: BaseException) -> tuple[TaskOutput, ...]:
+    """The outputs a run failure carries."""
+    if isinstance(error, (TaskExecutionError, ParallelExecutionError)):
+        return error.completed_outputs
+    return ()
+
+
+def _role_of(error: BaseException) -> str:
+    if isinstance(error, (AgentExecutionError, MaxIterationsExceededError)):
+        return error.agent_role
+    return ""
+
+
+def errors_of(error: BaseException) -> tuple[ErrorTrace, ...]:
+    """Trace records for a run failure: one per failed task where known."""
+    if isinstance(error, ParallelExecutionError):
+        return tuple(
+            ErrorTrace(
+                task_description=description,
+                agent_role=_role_of(cause),
+                error_type=type(cause).__name__,
+                message=str(cause),
+            )
+            for description, cause in error.failed_task_causes.items()
+        )
+    if isinstance(error, TaskExecutionError):
+        cause = error.__cause__ or error
+        return (
+            ErrorTrace(
+                task_description=error.task_description,
+                agent_role=error.agent_role,
+                error_type=type(cause).__name__,
+                message=str(cause),
+            ),
+        )
+    return (
+        ErrorTrace(
+            task_description="", agent_role="", error_type=type(error).__name__, message=str(error)
+        ),
+    )
+
+
+async def export_trace(exporter: TraceExporter | None, trace: ExecutionTrace) -> None:
+    """Hand `trace` to `exporter`; a failing exporter is logged, never raised."""
+    if exporter is None:
+        return
+    import asyncio
+
+    try:
+        if inspect.iscoroutinefunction(exporter.export):
+            await exporter.export(trace)
+        else:
+            result = await asyncio.to_thread(exporter.export, trace)
+            if inspect.isawaitable(result):
+                await result
+    except Exception:
+        logger.warning(
+            "Trace exporter %r failed for run %s", exporter, trace.ensemble_id, exc_info=True
+        )

@@ -1,0 +1,200 @@
+"""Execution traces: everything a run did, as immutable data that round-trips through JSON.
+
+Instants serialise as ISO-8601 UTC timestamps, durations as ISO-8601 durations
+(``PT12.345S``), costs as decimal strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentSummary",
+    "CapturedMessage",
+    "CapturedToolCall",
+    "DelegationTrace",
+    "ErrorTrace",
+    "ExecutionTrace",
+    "LlmInteraction",
+    "PromptTrace",
+    "TaskTrace",
+    "ToolCallTrace",
+    "load_trace",
+]
+
+SCHEMA_VERSION = "1.1"
+
+ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapturedToolCall:
+    """A tool call inside a captured message."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapturedMessage:
+    """One message of the conversation sent to the model (capture mode STANDARD and up)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None
+    tool_calls: tuple[CapturedToolCall, ...] = ()
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallTrace:
+    """One tool call the model requested, run or skipped."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: str
+    """The arguments exactly as the model wrote them."""
+    parsed_input: dict[str, Any] | None = None
+    """The arguments parsed (capture mode FULL; ``{}`` when unparseable)."""
+    result: str
+    """The full result text (before truncation for the model)."""
+    structured_output: Any = None
+    started_at: datetime
+    completed_at: datetime
+    duration: timedelta
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmInteraction:
+    """One model call and the tool calls it requested."""
+
+    iteration_index: int
+    started_at: datetime
+    completed_at: datetime
+    latency: timedelta
+    input_tokens: int
+    output_tokens: int
+    response_type: Literal["TOOL_CALLS", "FINAL_ANSWER"]
+    response_text: str | None
+    tool_calls: tuple[ToolCallTrace, ...] = ()
+    messages: tuple[CapturedMessage, ...] = ()
+    """The whole conversation sent (capture mode STANDARD and up)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptTrace:
+    """The prompts an agent task started from."""
+
+    system: str
+    user: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationTrace:
+    """A subtask handed to another agent, with the worker's own trace when it ran."""
+
+    delegation_id: str
+    worker_role: str
+    task_description: str
+    status: Literal["SUCCESS", "FAILURE", "PARTIAL"]
+    raw_output: str | None
+    duration: timedelta
+    worker_trace: TaskTrace | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskTrace:
+    """Everything one task did."""
+
+    task_index: int
+    agent_role: str
+    task_description: str
+    expected_output: str
+    started_at: datetime
+    completed_at: datetime
+    duration: timedelta
+    prompts: PromptTrace | None = None
+    """None for a deterministic (handler) task."""
+    llm_interactions: tuple[LlmInteraction, ...] = ()
+    delegations: tuple[DelegationTrace, ...] = ()
+    final_output: str
+    parsed_output: Any = None
+    metrics: TaskMetrics
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSummary:
+    """An agent that took part in the run."""
+
+    role: str
+    goal: str
+    background: str | None
+    tool_names: tuple[str, ...]
+    allow_delegation: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorTrace:
+    """A task failure recorded in the trace of a run that failed."""
+
+    task_description: str
+    agent_role: str
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionTrace:
+    """The trace of one run. ``to_json()`` writes it; ``ExecutionTrace.from_json`` reads it."""
+
+    schema_version: str = SCHEMA_VERSION
+    ensemble_id: str
+    workflow: str
+    capture_mode: str
+    started_at: datetime
+    completed_at: datetime
+    total_duration: timedelta
+    exit_reason: str
+    inputs: dict[str, str]
+    agents: tuple[AgentSummary, ...]
+    task_traces: tuple[TaskTrace, ...]
+    metrics: ExecutionMetrics
+    total_cost_estimate: Decimal | None = None
+    errors: tuple[ErrorTrace, ...] = ()
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The trace as JSON text."""
+        data: bytes = _adapter().dump_json(self, indent=indent, fallback=repr)
+        return data.decode()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ExecutionTrace:
+        """Read a trace written by `to_json`."""
+        trace: ExecutionTrace = _adapter().validate_json(text)
+        return trace
+
+
+def load_trace(path: str | Path) -> ExecutionTrace:
+    """Read a trace file written by `JsonTraceExporter`."""
+    return ExecutionTrace.from_json(Path(path).read_bytes())
+
+
+def _adapter() -> Any:
+    from pydantic import TypeAdapter
+
+    global _ADAPTER
+    if _ADAPTER is None:
+        _ADAPTER = TypeAdapter(ExecutionTrace)
+    return _ADAPTER
+
+
+_ADAPTER: Any = None
