@@ -15,7 +15,7 @@ def test_demo_runs_offline_and_says_so_first(capsys, monkeypatch) -> None:
     assert "== Researcher: Research honeybees using the search_notes tool" in text
     assert "- Foragers tell nest-mates where flowers are with the waggle dance." in text
     assert "== Writer: Write a short article about honeybees from the research" in text
-    assert lines[-1].startswith("2 tasks, 1 tool calls, 3 model calls, ")
+    assert lines[-1].startswith("2 tasks, 1 tool call, 3 model calls, ")
 
 
 def test_demo_topic_flows_through_the_template(capsys) -> None:
@@ -47,3 +47,29 @@ def test_a_bad_model_string_is_a_clear_error(capsys) -> None:
 def test_search_notes_tool() -> None:
     assert search_notes("Honeybees").startswith("A colony")
     assert search_notes("volcanoes").startswith("No notes found for 'volcanoes'")
+
+
+def test_trace_show_prints_a_readable_summary(tmp_path, capsys) -> None:
+    assert main(["demo", "--trace", str(tmp_path)]) == 0
+    (trace_file,) = tmp_path.iterdir()
+    capsys.readouterr()
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith(f"Run {trace_file.stem} · PARALLEL · COMPLETED · ")
+    assert lines[0].endswith("· capture OFF · schema 1.1")
+    assert "Inputs: topic=honeybees" in lines
+    assert "Agent: Researcher (tools: search_notes)" in lines
+    assert "  1. Researcher: Research honeybees using the search_notes tool" in lines
+    assert any(
+        line.startswith('     ↳ search_notes({"query": "honeybees"}) SUCCESS') for line in lines
+    )
+    assert lines[-1].startswith("Totals: 3 model calls · 1 tool call · ")
+
+
+def test_trace_show_of_a_missing_or_broken_file(tmp_path, capsys) -> None:
+    assert main(["trace", "show", str(tmp_path / "absent.json")]) == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": "1.1"}')
+    assert main(["trace", "show", str(broken)]) == 2
+    assert "error: cannot read trace" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble
@@ -54,8 +55,10 @@ def search_notes(query: str) -> str:
     return f"No notes found for '{query}'. Known topics: {', '.join(NOTES)}"
 
 
-def build_demo_ensemble(llm: ChatModel) -> Ensemble:
-    """Research a `{topic}` with the search tool, then write a short article from the notes."""
+def build_demo_ensemble(llm: ChatModel, **settings: Any) -> Ensemble:
+    """Research a `{topic}` with the search tool, then write a short article from the notes.
+
+    `settings` are passed to `Ensemble` (listeners, a trace exporter...)."""
     researcher = Agent(
         "Researcher",
         "Find accurate, specific facts",
@@ -76,7 +79,7 @@ def build_demo_ensemble(llm: ChatModel) -> Ensemble:
         agent=writer,
         context=[research],
     )
-    return Ensemble(tasks=[research, article])
+    return Ensemble(tasks=[research, article], name="demo", **settings)
 
 
 def simulated_model() -> FunctionModel:

@@ -23,6 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--topic", default="honeybees", help="what to research (default: honeybees)")
     demo.add_argument("-v", "--verbose", action="store_true", help="log each step")
+    demo.add_argument("--trace", metavar="DIR", help="write the run's trace to DIR")
+    trace = commands.add_parser("trace", help="work with saved execution traces")
+    trace_commands = trace.add_subparsers(dest="trace_command", required=True)
+    show = trace_commands.add_parser("show", help="print a readable summary of a trace file")
+    show.add_argument("file", help="a trace written by JsonTraceExporter")
     return parser
 
 
@@ -30,6 +35,8 @@ def _demo(args: argparse.Namespace) -> int:
     from agentensemble._demo import build_demo_ensemble, simulated_model
     from agentensemble.errors import AgentEnsembleError
     from agentensemble.models import resolve_model
+    from agentensemble.observability import ConsoleProgress, JsonTraceExporter
+    from agentensemble.observability._console import plural
 
     if args.model:
         try:
@@ -46,8 +53,10 @@ def _demo(args: argparse.Namespace) -> int:
         llm = simulated_model()
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    exporter = JsonTraceExporter(args.trace) if args.trace else None
+    ensemble = build_demo_ensemble(llm, listeners=[ConsoleProgress()], trace_exporter=exporter)
     try:
-        output = build_demo_ensemble(llm).run(inputs={"topic": args.topic})
+        output = ensemble.run(inputs={"topic": args.topic})
     except AgentEnsembleError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -57,19 +66,35 @@ def _demo(args: argparse.Namespace) -> int:
     metrics = output.metrics
     tokens = "unknown" if metrics.total_tokens < 0 else str(metrics.total_tokens)
     print(
-        f"\n{len(output.task_outputs)} tasks, {output.total_tool_calls} tool calls, "
-        f"{metrics.total_llm_call_count} model calls, {tokens} tokens, "
+        f"\n{plural(len(output.task_outputs), 'task')}, "
+        f"{plural(output.total_tool_calls, 'tool call')}, "
+        f"{plural(metrics.total_llm_call_count, 'model call')}, {tokens} tokens, "
         f"{output.total_duration.total_seconds():.2f}s"
     )
+    return 0
+
+
+def _trace_show(args: argparse.Namespace) -> int:
+    import pydantic
+
+    from agentensemble.observability import load_trace
+    from agentensemble.observability._summary import summarize_trace
+
+    try:
+        trace = load_trace(args.file)
+    except (OSError, pydantic.ValidationError) as error:
+        print(f"error: cannot read trace {args.file}: {error}", file=sys.stderr)
+        return 2
+    print(summarize_trace(trace))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentensemble`` command."""
     args = _parser().parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    return 2  # argparse rejects unknown commands before this
+    if args.command == "trace":
+        return _trace_show(args)
+    return _demo(args)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class _Totals:
     def describe(self) -> str:
         tokens = f"{self.tokens} tokens" if self.tokens_known else "tokens unknown"
         cost = f" · cost {self.cost:.6f}" if self.cost is not None else ""
-        return f"{self.tool_calls} tool calls · {tokens}{cost}"
+        return f"{plural(self.tool_calls, 'tool call')} · {tokens}{cost}"
 
 
 class ConsoleProgress(EnsembleListener):
@@ -128,6 +128,11 @@ class ConsoleProgress(EnsembleListener):
             f"{self._totals.describe()}",
             "bold",
         )
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 tool call``, ``2 tool calls``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _short(text: str, limit: int = 70) -> str:

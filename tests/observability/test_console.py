@@ -1,0 +1,65 @@
+"""Console progress: plain lines off a terminal, rich on one."""
+
+import io
+import re
+
+from agentensemble import (
+    ConsoleProgress,
+    CostConfiguration,
+    Ensemble,
+    ScriptedModel,
+    Task,
+    Usage,
+    tool,
+    tool_call,
+)
+
+
+@tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def run_with_progress(progress: ConsoleProgress) -> None:
+    llm = ScriptedModel([tool_call("ping"), "one", "two"], usage=Usage(10, 5))
+    Ensemble(
+        tasks=[Task("Check the server", tools=[ping]), Task("Write a note")],
+        llm=llm,
+        listeners=[progress],
+        cost_configuration=CostConfiguration("0.001", "0.002"),
+        name="ops",
+    ).run()
+
+
+def test_plain_lines_when_not_a_terminal() -> None:
+    stream = io.StringIO()
+    run_with_progress(ConsoleProgress(stream))
+    lines = [
+        re.sub(r"\d+\.\d\ds|\d+ ms|[0-9a-f]{8} ", "#", line)
+        for line in stream.getvalue().splitlines()
+    ]
+    assert lines == [
+        "▶ run ops #· SEQUENTIAL · 2 tasks",
+        "● [1/2] Agent: Check the server",
+        "  ↳ ping ✓ #",
+        "✓ [1/2] Agent done in # · so far: 1 tool call · 30 tokens · cost 0.040000",
+        "● [2/2] Writer: Write a note",
+        "✓ [2/2] Writer done in # · so far: 1 tool call · 45 tokens · cost 0.060000",
+        "■ completed in # · 2 tasks · 1 tool call · 45 tokens · cost 0.060000",
+    ]
+
+
+def test_rich_output_on_a_terminal() -> None:
+    stream = io.StringIO()
+    run_with_progress(ConsoleProgress(stream, rich=True))
+    text = stream.getvalue()
+    assert "✓ [2/2] Writer done in" in text
+    assert "■ completed in" in text
+
+
+def test_verbose_ensembles_show_progress(capsys) -> None:
+    Ensemble(tasks=[Task("Say hi")], llm=ScriptedModel(["hi"]), verbose=True).run()
+    err = capsys.readouterr().err
+    assert "● [1/1] Agent: Say hi" in err
+    assert "■ completed in" in err

@@ -1,0 +1,225 @@
+"""Execution traces, capture mode and exporters (BEHAVIOUR §13)."""
+
+import json
+import logging
+import os
+
+import pytest
+
+from agentensemble import (
+    Agent,
+    CaptureMode,
+    Ensemble,
+    JsonTraceExporter,
+    ParallelErrorStrategy,
+    ParallelExecutionError,
+    ScriptedModel,
+    Task,
+    TaskExecutionError,
+    ToolResult,
+    Usage,
+    Workflow,
+    tool,
+    tool_call,
+)
+from agentensemble.models import ToolCall
+from agentensemble.observability import SCHEMA_VERSION, ExecutionTrace, load_trace
+from agentensemble.observability._capture import resolve_capture_mode
+
+
+@tool
+def lookup(key: str) -> ToolResult:
+    """Look up a key."""
+    return ToolResult.success(f"value of {key}", structured={"key": key})
+
+
+def traced_run(**ensemble_kwargs):
+    llm = ScriptedModel(
+        [[tool_call("lookup", key="a"), ToolCall("bad", "lookup", "{oops")], "answer", "two"],
+        usage=Usage(7, 3),
+    )
+    agent = Agent("Worker", "Work", llm=llm, tools=[lookup], background="Careful.")
+    first = Task("First {x}", agent=agent)
+    second = Task("Second", context=[first], handler=lambda ctx: ctx.context_outputs[0].raw)
+    ensemble = Ensemble(tasks=[first, second], inputs={"x": "1"}, **ensemble_kwargs)
+    return ensemble.run()
+
+
+def test_the_base_trace_records_prompts_model_calls_and_tool_calls() -> None:
+    output = traced_run()
+    trace = output.trace
+    assert trace.schema_version == SCHEMA_VERSION == "1.1"
+    assert (trace.workflow, trace.capture_mode, trace.exit_reason) == (
+        "PARALLEL",
+        "OFF",
+        "COMPLETED",
+    )
+    assert trace.inputs == {"x": "1"}
+    assert [(a.role, a.tool_names, a.background) for a in trace.agents] == [
+        ("Worker", ("lookup",), "Careful.")
+    ]
+    first, second = trace.task_traces
+    assert first.prompts.user == "## Task\nFirst 1\n\n## Expected Output\n" + (
+        Task.of("x").expected_output
+    )
+    assert [i.response_type for i in first.llm_interactions] == ["TOOL_CALLS", "FINAL_ANSWER"]
+    calls = first.llm_interactions[0].tool_calls
+    assert [(c.tool_name, c.outcome) for c in calls] == [
+        ("lookup", "SUCCESS"),
+        ("lookup", "FAILURE"),
+    ]
+    assert calls[0].result == "value of a"
+    assert calls[0].structured_output == {"key": "a"}
+    assert calls[0].parsed_input is None  # FULL only
+    assert calls[1].result.startswith("Error: Invalid arguments for tool 'lookup'")
+    assert first.llm_interactions[0].messages == ()  # STANDARD and up
+    assert (first.llm_interactions[0].input_tokens, first.metrics.total_tokens) == (7, 20)
+    assert second.prompts is None
+    assert second.agent_role == "(deterministic)"
+    assert second.final_output == "answer"
+    assert output.task_outputs[0].trace is first
+
+
+def test_skipped_calls_are_traced() -> None:
+    llm = ScriptedModel([[tool_call("lookup", key="a"), tool_call("lookup", key="b")], "done"])
+    agent = Agent("Worker", "Work", llm=llm, tools=[lookup], max_iterations=1)
+    output = Ensemble(tasks=[Task("t", agent=agent)]).run()
+    calls = output.trace.task_traces[0].llm_interactions[0].tool_calls
+    assert [c.outcome for c in calls] == ["SUCCESS", "SKIPPED_MAX_ITERATIONS"]
+    assert calls[1].result.startswith("STOP: Maximum tool iterations (1) reached.")
+
+
+def test_json_round_trip() -> None:
+    trace = traced_run(capture_mode=CaptureMode.STANDARD).trace
+    text = trace.to_json()
+    data = json.loads(text)
+    assert data["schema_version"] == "1.1"
+    assert data["total_duration"].startswith("PT")
+    assert data["started_at"].endswith("Z") or "+00:00" in data["started_at"]
+    assert ExecutionTrace.from_json(text) == trace
+
+
+def test_standard_captures_messages_and_full_parses_tool_input(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    standard = traced_run(capture_mode=CaptureMode.STANDARD).trace.task_traces[0]
+    messages = standard.llm_interactions[1].messages
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert messages[2].tool_calls[0].name == "lookup"
+    assert messages[3].tool_name == "lookup"
+    assert standard.llm_interactions[0].tool_calls[0].parsed_input is None
+    assert not (tmp_path / "traces").exists()
+
+    full = traced_run(capture_mode=CaptureMode.FULL)
+    calls = full.trace.task_traces[0].llm_interactions[0].tool_calls
+    assert calls[0].parsed_input == {"key": "a"}
+    assert calls[1].parsed_input == {}  # unparseable arguments
+    exported = tmp_path / "traces" / f"{full.trace.ensemble_id}.json"
+    assert load_trace(exported) == full.trace
+
+
+@pytest.mark.parametrize(
+    ("configured", "environment", "expected"),
+    [
+        (None, None, CaptureMode.OFF),
+        (CaptureMode.STANDARD, "full", CaptureMode.STANDARD),
+        (CaptureMode.OFF, "Standard", CaptureMode.STANDARD),  # OFF does not override
+        (None, "FULL", CaptureMode.FULL),
+        (None, " off ", CaptureMode.OFF),
+        (None, "verbose", CaptureMode.OFF),
+    ],
+)
+def test_capture_mode_resolution(monkeypatch, caplog, configured, environment, expected) -> None:
+    if environment is None:
+        monkeypatch.delenv("AGENTENSEMBLE_CAPTURE_MODE", raising=False)
+    else:
+        monkeypatch.setenv("AGENTENSEMBLE_CAPTURE_MODE", environment)
+    assert resolve_capture_mode(configured) is expected
+    if environment == "verbose":
+        assert "Ignoring AGENTENSEMBLE_CAPTURE_MODE='verbose'" in caplog.text
+
+
+def test_the_environment_reaches_a_run(monkeypatch) -> None:
+    monkeypatch.setenv("AGENTENSEMBLE_CAPTURE_MODE", "standard")
+    assert traced_run().trace.capture_mode == "STANDARD"
+
+
+def test_directory_and_file_exporters(tmp_path) -> None:
+    directory = JsonTraceExporter(tmp_path / "runs")
+    first, second = traced_run(trace_exporter=directory), traced_run(trace_exporter=directory)
+    files = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert files == sorted(f"{o.trace.ensemble_id}.json" for o in (first, second))
+
+    single = JsonTraceExporter(tmp_path / "latest.json")
+    traced_run(trace_exporter=single)
+    last = traced_run(trace_exporter=single)
+    assert load_trace(tmp_path / "latest.json").ensemble_id == last.trace.ensemble_id
+
+
+def test_a_crash_while_writing_leaves_no_partial_file(tmp_path, monkeypatch) -> None:
+    target = tmp_path / "trace.json"
+    target.write_text("previous complete trace")
+
+    def crash(descriptor: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    trace = traced_run().trace
+    with pytest.raises(OSError, match="disk full"):
+        JsonTraceExporter(target).export(trace)
+    assert target.read_text() == "previous complete trace"
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # no temporary left behind
+
+
+def test_exporter_errors_are_logged_never_raised(caplog) -> None:
+    class Failing:
+        def export(self, trace) -> None:
+            raise RuntimeError("collector unreachable")
+
+    output = traced_run(trace_exporter=Failing())
+    assert output.raw == "answer"
+    assert "Trace exporter" in caplog.text
+    assert "collector unreachable" in caplog.text
+
+
+async def test_async_exporters_are_awaited() -> None:
+    received = []
+
+    class Async:
+        async def export(self, trace) -> None:
+            received.append(trace.ensemble_id)
+
+    output = await Ensemble(
+        tasks=[Task("x")], llm=ScriptedModel(["ok"]), trace_exporter=Async()
+    ).arun()
+    assert received == [output.trace.ensemble_id]
+
+
+def test_a_failed_run_still_exports_a_trace_with_its_errors(tmp_path) -> None:
+    exporter = JsonTraceExporter(tmp_path)
+    tasks = [Task("Fine", handler=lambda ctx: "ok"), Task("Broken", handler=lambda ctx: None)]
+    with pytest.raises(ParallelExecutionError):
+        Ensemble(
+            tasks=tasks,
+            workflow=Workflow.PARALLEL,
+            trace_exporter=exporter,
+            parallel_error_strategy=ParallelErrorStrategy.CONTINUE_ON_ERROR,
+        ).run()
+    (written,) = tmp_path.iterdir()
+    trace = load_trace(written)
+    assert trace.exit_reason == "ERROR"
+    assert [t.final_output for t in trace.task_traces] == ["ok"]
+    assert [(e.task_description, e.error_type) for e in trace.errors] == [
+        ("Broken", "AgentExecutionError")
+    ]
+    assert "returned null" in trace.errors[0].message
+
+
+def test_sequential_failure_trace(tmp_path, caplog) -> None:
+    caplog.set_level(logging.WARNING)
+    exporter = JsonTraceExporter(tmp_path / "t.json")
+    with pytest.raises(TaskExecutionError):
+        Ensemble(tasks=[Task("A")], llm=ScriptedModel([]), trace_exporter=exporter).run()
+    trace = load_trace(tmp_path / "t.json")
+    assert [(e.task_description, e.agent_role, e.error_type) for e in trace.errors] == [
+        ("A", "Agent", "AgentExecutionError")
+    ]
