@@ -77,14 +77,15 @@ async def execute_run(
         len(plan.tasks),
         plan.workflow_label,
     )
-    await ctx.events.emit(
-        EnsembleStartedEvent(
-            ensemble_id=ctx.ensemble_id,
-            workflow=plan.workflow_label,
-            total_tasks=len(plan.tasks),
-            name=plan.name,
+    if ctx.events.wants("on_ensemble_started"):
+        await ctx.events.emit(
+            EnsembleStartedEvent(
+                ensemble_id=ctx.ensemble_id,
+                workflow=plan.workflow_label,
+                total_tasks=len(plan.tasks),
+                name=plan.name,
+            )
         )
-    )
     try:
         completed, by_phase = await _run_workflows(plan, ctx)
     except Exception as error:
@@ -129,8 +130,12 @@ async def _run_workflows(
 async def _finish(
     ctx: ExecutionContext, duration: timedelta, reason: ExitReason, error: BaseException | None
 ) -> None:
-    await ctx.events.emit(
-        EnsembleCompletedEvent(
-            ensemble_id=ctx.ensemble_id, duration=duration, exit_reason=reason.value, error=error
+    if ctx.events.wants("on_ensemble_completed"):
+        await ctx.events.emit(
+            EnsembleCompletedEvent(
+                ensemble_id=ctx.ensemble_id,
+                duration=duration,
+                exit_reason=reason.value,
+                error=error,
+            )
         )
-    )

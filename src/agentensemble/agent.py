@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentensemble._checks import require_int, require_text
 from agentensemble.errors import ValidationError
 from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
-from agentensemble.tools._resolve import check_tools
+from agentensemble.tools._resolve import ToolSet, check_tools
 
 __all__ = ["Agent"]
 
@@ -44,6 +44,8 @@ class Agent:
     """Extra formatting instructions appended to the system prompt."""
     rate_limit: RateLimit | None
     """Limit on this agent's model calls; `llm` is wrapped in its own bucket."""
+    tool_set: ToolSet = field(init=False, repr=False, compare=False)
+    """The tools resolved for the agent loop (derived from `tools`)."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class Agent:
         set_(self, "max_iterations", max_iterations)
         set_(self, "response_format", response_format or "")
         set_(self, "rate_limit", rate_limit)
+        set_(self, "tool_set", ToolSet.of(checked_tools))
 
     def __repr__(self) -> str:
         return f"Agent(role={self.role!r})"

@@ -19,7 +19,6 @@ from agentensemble.observability._events import (
 )
 from agentensemble.outputs import TaskOutput
 from agentensemble.task import Task
-from agentensemble.tools._resolve import ToolSet
 
 __all__ = ["context_outputs", "run_task"]
 
@@ -61,13 +60,16 @@ async def run_task(
             planned.description[:80],
             planned.role,
         )
-        await ctx.events.emit(_start_event(planned, total, ctx.ensemble_id))
+        if ctx.events.wants("on_task_start"):
+            await ctx.events.emit(_start_event(planned, total, ctx.ensemble_id))
         started = time.perf_counter()
         try:
             output = await _execute(planned, context, ctx)
         except Exception as error:
             elapsed = timedelta(seconds=time.perf_counter() - started)
-            await ctx.events.emit(_failed_event(planned, total, error, elapsed, ctx.ensemble_id))
+            if ctx.events.wants("on_task_failed"):
+                failed = _failed_event(planned, total, error, elapsed, ctx.ensemble_id)
+                await ctx.events.emit(failed)
             raise
         logger.info(
             "Task %d/%d completed | Duration: %s | Tool calls: %d",
@@ -76,7 +78,8 @@ async def run_task(
             output.duration,
             output.tool_call_count,
         )
-        await ctx.events.emit(_complete_event(planned, total, output, ctx.ensemble_id))
+        if ctx.events.wants("on_task_complete"):
+            await ctx.events.emit(_complete_event(planned, total, output, ctx.ensemble_id))
         return output
 
 
@@ -94,7 +97,7 @@ async def _execute(
         expected_output=planned.expected_output,
         context=tuple(context),
         task_index=planned.index,
-        tools=ToolSet.of(planned.agent.tools),
+        tools=planned.agent.tool_set,
         ctx=ctx,
     )
     return await execute_agent(run)

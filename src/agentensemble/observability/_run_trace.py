@@ -20,7 +20,6 @@ from agentensemble.observability._exporters import TraceExporter
 from agentensemble.observability._metrics import ExecutionMetrics
 from agentensemble.observability._trace import AgentSummary, ErrorTrace, ExecutionTrace
 from agentensemble.outputs import TaskOutput
-from agentensemble.tools._resolve import ToolSet
 
 __all__ = ["RunRecord", "build_trace", "completed_outputs_of", "errors_of", "export_trace"]
 
@@ -71,7 +70,7 @@ def _summary(agent: Agent) -> AgentSummary:
         role=agent.role,
         goal=agent.goal,
         background=agent.background,
-        tool_names=tuple(spec.name for spec in ToolSet.of(agent.tools).specs),
+        tool_names=tuple(spec.name for spec in agent.tool_set.specs),
         allow_delegation=agent.allow_delegation,
     )
 
