@@ -1,13 +1,14 @@
 """Engine overhead: import time and CPU per task with an instant model. Prints JSON.
 
-    python bench/overhead.py [--runs 400]
+    python bench/overhead.py [--runs 300]
 
 Capture modes are compared on the tool round trip (FULL with an exporter that discards the
-trace, so disk speed is not measured). Import time is measured in fresh interpreters after one warm-up import has written bytecode
-(this machine sets PYTHONDONTWRITEBYTECODE=1, which would otherwise make every import
-compile from source). CPU time is `time.process_time()` over many runs of a 2-task
-sequential ensemble on an instant `FunctionModel`, divided by the number of tasks; the best
-of five rounds is reported, because this shared machine's speed varies between moments.
+trace, so disk speed is not measured). Import time is measured in fresh interpreters after
+one warm-up import has written bytecode (this machine sets PYTHONDONTWRITEBYTECODE=1, which
+would otherwise make every import compile from source). CPU time is `time.process_time()`
+over many runs of a 2-task sequential ensemble on an instant `FunctionModel`, divided by the
+number of tasks; the best of five rounds is reported, because this shared machine's speed
+varies between moments.
 """
 
 from __future__ import annotations
