@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from agentensemble._calling import call_user_code
 from agentensemble.errors import AgentExecutionError
 from agentensemble.observability._metrics import TaskMetrics
 from agentensemble.observability._trace import TaskTrace
@@ -86,8 +86,6 @@ async def execute_handler(
 
 
 async def _call(handler: Handler, context: HandlerContext) -> Any:
-    import asyncio
-
     if isinstance(handler, AgentTool):
         function: Any = handler.execute
         argument: Any = (
@@ -95,13 +93,7 @@ async def _call(handler: Handler, context: HandlerContext) -> Any:
         )
     else:
         function, argument = handler, context
-    if inspect.iscoroutinefunction(function):
-        value = await function(argument)
-    else:
-        value = await asyncio.to_thread(function, argument)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
+    return await call_user_code(function, argument)
 
 
 def _failure(message: str, description: str) -> AgentExecutionError:

@@ -66,7 +66,9 @@ def to_response(reply: Reply, usage: Usage | None = None) -> ChatResponse:
     return ChatResponse(message=AssistantMessage(tool_calls=calls), usage=usage)
 
 
-async def _stream_response(response: ChatResponse) -> AsyncIterator[str | ChatResponse]:
+async def _stream_words(pending: Awaitable[ChatResponse]) -> AsyncIterator[str | ChatResponse]:
+    """A test double's answer streamed word by word, then the whole response."""
+    response = await pending
     text = response.message.text
     if text and not response.message.tool_calls:
         for piece in _split_keeping_spaces(text):
@@ -118,13 +120,11 @@ class ScriptedModel:
         self._next += 1
         return to_response(reply, self._usage)
 
-    async def stream(
+    def stream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[str | ChatResponse]:
-        """Stream the next scripted reply word by word, then the whole response."""
-        response = await self.chat(messages, tools=tools)
-        async for item in _stream_response(response):
-            yield item
+        """Stream the next answer word by word, then the whole response."""
+        return _stream_words(self.chat(messages, tools=tools))
 
 
 ModelFunction: TypeAlias = Callable[
@@ -155,10 +155,8 @@ class FunctionModel:
             reply = await reply
         return to_response(reply, self._usage)
 
-    async def stream(
+    def stream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[str | ChatResponse]:
-        """Stream the function's answer word by word, then the whole response."""
-        response = await self.chat(messages, tools=tools)
-        async for item in _stream_response(response):
-            yield item
+        """Stream the next answer word by word, then the whole response."""
+        return _stream_words(self.chat(messages, tools=tools))

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from agentensemble._calling import call_user_code
 from agentensemble.execution._logging import get_logger
 
 if TYPE_CHECKING:
@@ -156,16 +157,9 @@ class EventDispatcher:
         handlers = self._handlers[method]
         if not handlers:
             return
-        import asyncio
-
         for handler in handlers:
             try:
-                if handler.is_async:
-                    await handler.fn(event)
-                else:
-                    result = await asyncio.to_thread(handler.fn, event)
-                    if inspect.isawaitable(result):
-                        await result
+                await call_user_code(handler.fn, event, is_async=handler.is_async)
             except Exception:
                 logger.warning(
                     "Listener %s raised in %s; the run continues",

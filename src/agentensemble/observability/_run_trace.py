@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from agentensemble._calling import call_user_code
 from agentensemble.agent import Agent
 from agentensemble.errors import (
     AgentExecutionError,
@@ -121,15 +121,8 @@ async def export_trace(exporter: TraceExporter | None, trace: ExecutionTrace) ->
     """Hand `trace` to `exporter`; a failing exporter is logged, never raised."""
     if exporter is None:
         return
-    import asyncio
-
     try:
-        if inspect.iscoroutinefunction(exporter.export):
-            await exporter.export(trace)
-        else:
-            result = await asyncio.to_thread(exporter.export, trace)
-            if inspect.isawaitable(result):
-                await result
+        await call_user_code(exporter.export, trace)
     except Exception:
         logger.warning(
             "Trace exporter %r failed for run %s", exporter, trace.ensemble_id, exc_info=True

@@ -7,6 +7,7 @@ import json
 from collections.abc import Awaitable
 from typing import Protocol, runtime_checkable
 
+from agentensemble._calling import call_user_code
 from agentensemble.models import ToolSpec
 from agentensemble.tools._result import ToolResult, coerce_result, error_text
 
@@ -57,16 +58,9 @@ class AgentToolAdapter:
 
     async def invoke(self, arguments: str) -> ToolResult:
         """Extract ``input`` from the JSON arguments (or pass them raw) and execute."""
-        import asyncio
-
         text = extract_input(arguments)
         try:
-            if self._is_async:
-                value = await self.agent_tool.execute(text)  # type: ignore[misc]
-            else:
-                value = await asyncio.to_thread(self.agent_tool.execute, text)
-            if inspect.isawaitable(value):
-                value = await value
+            value = await call_user_code(self.agent_tool.execute, text, is_async=self._is_async)
         except Exception as error:
             return ToolResult.failure(error_text(error))
         return coerce_result(value)

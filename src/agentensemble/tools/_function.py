@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
+from agentensemble._calling import call_user_code
 from agentensemble.models import ToolSpec
 from agentensemble.tools._result import ToolResult, coerce_result, error_text
 
@@ -68,8 +69,6 @@ class FunctionTool:
 
     async def invoke(self, arguments: str) -> ToolResult:
         """Validate `arguments` against the signature and call the function."""
-        import asyncio
-
         import pydantic
 
         try:
@@ -80,10 +79,7 @@ class FunctionTool:
             )
         kwargs = {field: getattr(validated, field) for field in type(validated).model_fields}
         try:
-            if self._is_async:
-                value = await self(**kwargs)
-            else:
-                value = await asyncio.to_thread(self, **kwargs)
+            value = await call_user_code(self, is_async=self._is_async, **kwargs)
         except Exception as error:
             return ToolResult.failure(error_text(error))
         return coerce_result(value)
