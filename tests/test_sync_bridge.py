@@ -19,3 +19,37 @@ async def test_run_works_inside_a_running_event_loop() -> None:
 async def test_module_level_arun() -> None:
     output = await agentensemble.arun(ScriptedModel(["x"]), "Plan {thing}", inputs={"thing": "y"})
     assert output.task_outputs[0].task_description == "Plan y"
+
+
+async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
+    import signal
+    import threading
+
+    import pytest
+
+    from agentensemble import FunctionModel
+
+    # Like a notebook kernel: Ctrl-C raises KeyboardInterrupt in the waiting main thread.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    reached_model = threading.Event()
+    cancelled = threading.Event()
+
+    async def endless(messages, tools):
+        reached_model.set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C
+        try:  # never set: only cancellation ends this (the timeout only stops a regression)
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    ensemble = Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ensemble.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert reached_model.is_set()
+    assert cancelled.is_set()  # the worker's run was cancelled, not left running
+    assert asyncio.get_running_loop().is_running()  # the caller's own loop is untouched

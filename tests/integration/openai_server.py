@@ -26,7 +26,15 @@ class ToolCalls:
     calls: list[tuple[str, str, str]]
 
 
-Scripted = str | ToolCalls | Error
+@dataclass
+class Hang:
+    """Hold the request open until `release` is set (or 10 s pass), then answer `text`."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+    text: str = "too late"
+
+
+Scripted = str | ToolCalls | Error | Hang
 
 
 @dataclass
@@ -110,6 +118,9 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             reply = stub.next_reply(body, self.path)
+            if isinstance(reply, Hang):
+                reply.release.wait(timeout=10)
+                reply = reply.text
             if isinstance(reply, Error):
                 self._send(
                     reply.status,

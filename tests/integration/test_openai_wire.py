@@ -7,7 +7,7 @@ import pytest
 from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionError, tool
 from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
 
-from .openai_server import Error, OpenAIServer, OpenAIStub, ToolCalls
+from .openai_server import Error, Hang, OpenAIServer, OpenAIStub, ToolCalls
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +111,19 @@ async def test_streaming_tool_calls_are_assembled() -> None:
     assert [(c.id, c.name) for c in calls] == [("c1", "add"), ("c2", "add")]
     assert json.loads(calls[0].arguments) == {"a": 1, "b": 2}
     assert final.message.text is None
+
+
+def test_a_request_that_exceeds_the_timeout_fails_the_task() -> None:
+    hang = Hang()
+    stub = OpenAIStub([hang])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel(
+            "m", base_url=server.base_url, api_key="t", timeout=0.2, max_retries=0
+        )
+        try:
+            with pytest.raises(TaskExecutionError) as caught:
+                Ensemble(tasks=[Task("Answer slowly")], llm=model).run()
+        finally:
+            hang.release.set()
+    provider_error = caught.value.__cause__.__cause__
+    assert type(provider_error).__name__ == "APITimeoutError"
