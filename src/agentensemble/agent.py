@@ -93,7 +93,8 @@ class Agent:
 
     def copy(self, **changes: Any) -> Agent:
         """A new, validated agent with `changes` applied (with a new rate-limit bucket)."""
-        if "llm" not in changes and isinstance(self.llm, RateLimitedChatModel):
+        wrapped_here = self.rate_limit is not None and isinstance(self.llm, RateLimitedChatModel)
+        if "llm" not in changes and wrapped_here:
             changes["llm"] = self.llm.model
         return dataclasses.replace(self, **changes)
 

@@ -123,7 +123,8 @@ class Task:
 
     def copy(self, **changes: Any) -> Task:
         """A new, validated task with `changes` applied. The original is unchanged."""
-        if "llm" not in changes and isinstance(self.llm, RateLimitedChatModel):
+        wrapped_here = self.rate_limit is not None and isinstance(self.llm, RateLimitedChatModel)
+        if "llm" not in changes and wrapped_here:
             changes["llm"] = self.llm.model
         return dataclasses.replace(self, **changes)
 

@@ -156,6 +156,9 @@ def test_agent_and_task_models_are_wrapped_at_build_time() -> None:
     assert isinstance(task.llm, RateLimitedChatModel)
     assert agent.llm is not agent.copy().llm  # a copy gets its own bucket
     assert not isinstance(agent.copy().llm.model, RateLimitedChatModel)
+    shared = RateLimitedChatModel(ScriptedModel([]), limit)
+    assert Agent("B", "G", llm=shared).copy(role="C").llm is shared  # a shared bucket stays
+    assert Task("U", llm=shared).copy(description="V").llm is shared
 
 
 def test_a_timeout_surfaces_through_the_task_error() -> None:
