@@ -21,7 +21,10 @@ def python_blocks() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("name", "code"), python_blocks(), ids=[n for n, _ in python_blocks()])
 def test_documentation_block_runs(name: str, code: str) -> None:
-    exec(compile(code, name, "exec"), {"__name__": "__doc_example__"})
+    namespace = {"__name__": "__doc_example__"}
+    exec(compile(code, name, "exec"), namespace)  # the blocks' own asserts run here
+    defined = set(namespace) - {"__name__", "__builtins__"}
+    assert defined, f"{name} defined nothing: is it a real example?"
 
 
 def test_every_document_has_examples() -> None:

@@ -79,7 +79,6 @@ def test_totals() -> None:
     assert output.total_tool_calls == 2
     assert [o.tool_call_count for o in output.task_outputs] == [2, 0]
     assert output.metrics.total_llm_call_count == 4
-    assert output.total_duration >= max(o.duration for o in output.task_outputs)
 
 
 class Recorder(EnsembleListener):
