@@ -90,7 +90,9 @@ async def _execute(
         handler = planned.source.handler
         if handler is None:  # planning gives every task an agent or a handler
             raise AssertionError("planned task has neither agent nor handler")
-        return await execute_handler(handler, planned.description, planned.expected_output, context)
+        return await execute_handler(
+            handler, planned.description, planned.expected_output, context, index=planned.index
+        )
     run = AgentRun(
         agent=planned.agent,
         description=planned.description,
