@@ -93,9 +93,9 @@ class Agent:
 
     def copy(self, **changes: Any) -> Agent:
         """A new, validated agent with `changes` applied (with a new rate-limit bucket)."""
-        wrapped_here = self.rate_limit is not None and isinstance(self.llm, RateLimitedChatModel)
-        if "llm" not in changes and wrapped_here:
-            changes["llm"] = self.llm.model
+        llm = self.llm
+        if "llm" not in changes and self.rate_limit and isinstance(llm, RateLimitedChatModel):
+            changes["llm"] = llm.model  # renew the bucket this object made, not a shared one
         return dataclasses.replace(self, **changes)
 
 

@@ -123,9 +123,9 @@ class Task:
 
     def copy(self, **changes: Any) -> Task:
         """A new, validated task with `changes` applied. The original is unchanged."""
-        wrapped_here = self.rate_limit is not None and isinstance(self.llm, RateLimitedChatModel)
-        if "llm" not in changes and wrapped_here:
-            changes["llm"] = self.llm.model
+        llm = self.llm
+        if "llm" not in changes and self.rate_limit and isinstance(llm, RateLimitedChatModel):
+            changes["llm"] = llm.model  # renew the bucket this object made, not a shared one
         return dataclasses.replace(self, **changes)
 
 
