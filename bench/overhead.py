@@ -143,7 +143,7 @@ def main() -> None:
             ),
             1,
         ),
-        "cpu_us_per_tool_round_trip_by_capture_mode": {
+        "cpu_us_per_task_with_one_tool_call_by_capture_mode": {
             mode.value: round(
                 cpu_us_per_task(
                     two_task_ensemble(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,7 +62,8 @@ class RunPlan:
 async def execute_run(
     plan: RunPlan, ctx: ExecutionContext, exporter: TraceExporter | None
 ) -> EnsembleOutput:
-    """Run the plan; the trace is built and exported whether the run succeeds or fails."""
+    """Run the plan; the trace is built and exported whether the run succeeds, fails or is
+    cancelled (exit reason ERROR for the last two)."""
     record = RunRecord(
         ensemble_id=ctx.ensemble_id,
         workflow=plan.workflow_label,
@@ -88,7 +90,7 @@ async def execute_run(
         )
     try:
         completed, by_phase = await _run_workflows(plan, ctx)
-    except Exception as error:
+    except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
         duration = timedelta(seconds=time.perf_counter() - started)
         trace = build_trace(
             record,

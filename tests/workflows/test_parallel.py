@@ -294,3 +294,40 @@ def test_parallel_validation() -> None:
         Ensemble(
             tasks=[Task("x")], llm=FunctionModel(lambda m, t: "ok"), workflow=Workflow.HIERARCHICAL
         ).run()
+
+
+async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() -> None:
+    started = [asyncio.Event() for _ in range(3)]
+    cancelled: list[int] = []
+    completions = []
+
+    async def reply(messages, tools):
+        index = int(task_name(messages)[-1])
+        started[index].set()
+        try:
+            await asyncio.wait_for(asyncio.Event().wait(), TIMEOUT)
+        except asyncio.CancelledError:
+            cancelled.append(index)
+            raise
+        return "never"
+
+    class Closing(EnsembleListener):
+        async def on_ensemble_completed(self, event) -> None:
+            completions.append(event)
+
+    ensemble = Ensemble(
+        tasks=[Task(f"T{i}") for i in range(3)],
+        llm=FunctionModel(reply),
+        workflow=Workflow.PARALLEL,
+        listeners=[Closing()],
+    )
+    run = asyncio.create_task(ensemble.arun())
+    for event in started:
+        await asyncio.wait_for(event.wait(), TIMEOUT)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert sorted(cancelled) == [0, 1, 2]
+    assert [(c.exit_reason, type(c.error).__name__) for c in completions] == [
+        ("ERROR", "CancelledError")
+    ]
