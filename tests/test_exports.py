@@ -30,3 +30,10 @@ def test_import_pulls_in_no_optional_dependency() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_lazy_observability_names_resolve() -> None:
+    from agentensemble import observability
+
+    for name in observability.__all__:
+        assert getattr(observability, name) is not None, name

@@ -77,8 +77,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _trace_show(args: argparse.Namespace) -> int:
     import pydantic
 
-    from agentensemble.observability import load_trace
-    from agentensemble.observability._summary import summarize_trace
+    from agentensemble.observability import load_trace, summarize_trace
 
     try:
         trace = load_trace(args.file)

@@ -1,6 +1,7 @@
 """Observability: events, listeners, metrics, traces, capture mode, exporters, OpenTelemetry.
 
-The trace types (`ExecutionTrace`, `TaskTrace`, ... and `load_trace`) load on first access.
+The trace types (`ExecutionTrace`, `TaskTrace`, ...), `load_trace` and `summarize_trace` load
+on first access.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         ToolCallTrace,
         load_trace,
     )
+    from agentensemble.observability._summary import summarize_trace
 
 _TRACE_NAMES = frozenset(
     {
@@ -68,6 +70,10 @@ def __getattr__(name: str) -> Any:
         from agentensemble.observability import _trace
 
         return getattr(_trace, name)
+    if name == "summarize_trace":
+        from agentensemble.observability._summary import summarize_trace
+
+        return summarize_trace
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -107,4 +113,5 @@ __all__ = [
     "ToolCallTrace",
     "TraceExporter",
     "load_trace",
+    "summarize_trace",
 ]
