@@ -31,6 +31,7 @@ from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 from agentensemble.observability._otel import OpenTelemetryListener
 
 if TYPE_CHECKING:
+    from agentensemble.observability._summary import summarize_trace
     from agentensemble.observability._trace import (
         SCHEMA_VERSION,
         AgentSummary,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
         ToolCallTrace,
         load_trace,
     )
-    from agentensemble.observability._summary import summarize_trace
 
 _TRACE_NAMES = frozenset(
     {
