@@ -19,7 +19,7 @@ __all__ = ["EnsembleOutput", "TaskOutput"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class TaskOutput:
     """The result of one task."""
 
@@ -40,6 +40,12 @@ class TaskOutput:
     trace: TaskTrace | None = None
     """What the task did: prompts, every model call and tool call."""
 
+    def __repr__(self) -> str:
+        return (
+            f"TaskOutput(agent_role={self.agent_role!r}, "
+            f"task_description={_clip(self.task_description)!r}, raw={_clip(self.raw)!r})"
+        )
+
     def parsed(self, type_: type[T]) -> T:
         """`parsed_output` checked to be a `type_`.
 
@@ -54,7 +60,7 @@ class TaskOutput:
         return self.parsed_output
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class EnsembleOutput:
     """The result of a run: every task output plus totals."""
 
@@ -68,6 +74,15 @@ class EnsembleOutput:
     trace: ExecutionTrace | None = None
     """The run's execution trace."""
     _by_task: Mapping[Task, TaskOutput] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        # Kept short on purpose: asyncio formats a finished task's result into messages
+        # (CPython 3.11 does so whenever asyncio.run() restores the SIGINT handler), and a
+        # full dataclass repr of every output and trace costs milliseconds per task.
+        return (
+            f"EnsembleOutput(tasks={len(self.task_outputs)}, "
+            f"exit_reason={self.exit_reason.value}, raw={_clip(self.raw)!r})"
+        )
 
     @property
     def raw(self) -> str:
@@ -97,3 +112,7 @@ class EnsembleOutput:
     def output_for(self, task: Task) -> TaskOutput | None:
         """The output of `task`, the very object you passed in (identity, not equality)."""
         return self._by_task.get(task)
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -171,3 +171,10 @@ def test_an_ensemble_can_run_many_times_concurrently() -> None:
 
     outputs = asyncio.run(main())
     assert [o.raw for o in outputs] == [f"Topic {i}" for i in range(20)]
+
+
+def test_output_reprs_stay_short() -> None:
+    output = Ensemble(tasks=[Task("A " * 100)], llm=ScriptedModel(["x" * 500])).run()
+    assert repr(output) == f"EnsembleOutput(tasks=1, exit_reason=COMPLETED, raw='{'x' * 57}...')"
+    assert repr(output.task_outputs[0]).startswith("TaskOutput(agent_role='Agent', ")
+    assert len(repr(output.task_outputs[0])) < 200
