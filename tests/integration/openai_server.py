@@ -112,6 +112,8 @@ def _chunks(reply: str | ToolCalls, usage: tuple[int, int]) -> Iterator[dict[str
 
 def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -147,6 +149,7 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def _stream(self, reply: str | ToolCalls) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
             self.end_headers()
             for chunk in _chunks(reply, stub.usage):
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())

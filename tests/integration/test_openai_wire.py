@@ -127,3 +127,12 @@ def test_a_request_that_exceeds_the_timeout_fails_the_task() -> None:
             hang.release.set()
     provider_error = caught.value.__cause__.__cause__
     assert type(provider_error).__name__ == "APITimeoutError"
+
+
+def test_one_model_serves_many_runs_over_keep_alive_connections() -> None:
+    stub = OpenAIStub(["one", "two", "three"])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="t", max_retries=0)
+        ensemble = Ensemble(tasks=[Task("Say a number")], llm=model)
+        answers = [ensemble.run().raw for _ in range(3)]  # each run has its own event loop
+    assert answers == ["one", "two", "three"]

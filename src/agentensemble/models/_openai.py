@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,22 +52,33 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.temperature = temperature
         self._extra_body = dict(extra_body or {})
-        self._client: Any = None
+        self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     def _get_client(self) -> Any:
-        if self._client is None:
+        """The SDK client of the running event loop.
+
+        Pooled HTTP connections belong to the loop that opened them, and every `run()` has
+        its own loop: sharing one client across loops breaks the second run on keep-alive
+        connections ("Event loop is closed"). A client is made per loop and dropped with it.
+        """
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
             openai = require("openai", "openai")
             api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
-            self._client = openai.AsyncOpenAI(
+            client = openai.AsyncOpenAI(
                 api_key=api_key,
                 base_url=self.base_url,
                 timeout=self.timeout,
                 max_retries=self.max_retries,
             )
-        return self._client
+            self._clients[loop] = client
+        return client
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         request: dict[str, Any] = {
