@@ -29,25 +29,26 @@ class FunctionTool:
         *,
         name: str | None = None,
         description: str | None = None,
-        bound_to: object = None,
-        is_method: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
         self.description = description or inspect.getdoc(fn) or f"Call {self.name}."
-        self.is_method = is_method
-        self._bound_to = bound_to
+        self.is_method = False
+        """Set when the tool is defined in a class body (see `__set_name__`)."""
+        self._bound_to: object = None
         self._is_async = inspect.iscoroutinefunction(fn)
-        self._arguments_model = _arguments_model(fn, self.name, skip_first=is_method)
+        self._build_schema()
+
+    def _build_schema(self) -> None:
+        self._arguments_model = _arguments_model(self.fn, self.name, skip_first=self.is_method)
         self._spec = ToolSpec(self.name, self.description, _schema(self._arguments_model))
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
 
     def __set_name__(self, owner: type, attribute: str) -> None:
-        self.is_method = True
-        self._arguments_model = _arguments_model(self.fn, self.name, skip_first=True)
-        self._spec = ToolSpec(self.name, self.description, _schema(self._arguments_model))
+        self.is_method = True  # `self` is not a tool argument
+        self._build_schema()
 
     def __get__(self, instance: object, owner: type | None = None) -> FunctionTool:
         if instance is None or not self.is_method:
