@@ -159,3 +159,22 @@ def test_quick_run_arguments() -> None:
         quick_run(None, "task")
     with pytest.raises(ValidationError, match="tasks must not be null or empty"):
         quick_run(model())
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Task("x", context=5), "Task context must be a list, got: int"),
+        (lambda: Ensemble(tasks=5), "Ensemble tasks must be a list, got: int"),
+        (lambda: Ensemble(listeners="progress"), "Ensemble listeners must be a list, got: str"),
+        (lambda: Ensemble(on_task_start=5), "Ensemble on_task_start must be callable, got: 5"),
+        (
+            lambda: Ensemble(agent_synthesizer=object()),
+            "Ensemble agent_synthesizer must have an async synthesize(description, llm) method",
+        ),
+    ],
+)
+def test_wrong_types_are_validation_errors(make, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        make()
+    assert str(caught.value).startswith(message)

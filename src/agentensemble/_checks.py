@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentensemble.errors import ValidationError
 
-__all__ = ["is_blank", "require_text"]
+__all__ = ["as_tuple", "is_blank", "require_int", "require_text"]
 
 
 def is_blank(value: object) -> bool:
@@ -26,3 +28,12 @@ def require_int(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{field} must be an integer, got: {value!r}")
     return value
+
+
+def as_tuple(value: object, field: str) -> tuple[object, ...]:
+    """A list-like setting as a tuple (None is empty); anything else names `field`."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{field} must be a list, got: {type(value).__name__}")
+    return tuple(value)

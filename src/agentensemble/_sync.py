@@ -9,6 +9,9 @@ __all__ = ["run_sync"]
 
 T = TypeVar("T")
 
+_WORKER_START_GRACE = 5.0
+"""Seconds to wait, after Ctrl-C, for a worker that submit() was launching."""
+
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run `coroutine` on a fresh event loop and return its result.
@@ -32,24 +35,29 @@ def _run_in_worker(coroutine: Coroutine[Any, Any, T]) -> T:
     import contextlib
     import threading
 
-    started = threading.Event()
+    started, finished = threading.Event(), threading.Event()
     handles: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[T]]] = []
 
     def work() -> T:
-        with asyncio.Runner() as runner:
-            loop = runner.get_loop()
-            task = loop.create_task(coroutine)
-            handles.append((loop, task))
-            started.set()
-            return loop.run_until_complete(task)
+        try:
+            with asyncio.Runner() as runner:
+                loop = runner.get_loop()
+                task = loop.create_task(coroutine)
+                handles.append((loop, task))
+                started.set()
+                return loop.run_until_complete(task)
+        finally:
+            finished.set()
 
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentensemble") as pool:
-        future = pool.submit(work)
         try:
-            return future.result()
+            return pool.submit(work).result()
         except KeyboardInterrupt:
-            started.wait()
-            loop, task = handles[0]
-            with contextlib.suppress(RuntimeError):  # the loop already finished and closed
-                loop.call_soon_threadsafe(task.cancel)
+            # Ctrl-C may land while submit() is still starting the worker thread: the work is
+            # then queued or running already, and starts within moments.
+            if started.wait(timeout=_WORKER_START_GRACE):
+                loop, task = handles[0]
+                with contextlib.suppress(RuntimeError):  # the loop already finished
+                    loop.call_soon_threadsafe(task.cancel)
+                finished.wait()  # the pool may not know this thread yet, so it won't join it
             raise

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentensemble._checks import require_int
+from agentensemble._checks import as_tuple, require_int
 from agentensemble._inputs import check_inputs
 from agentensemble._sync import run_sync
 from agentensemble.enums import ParallelErrorStrategy, Workflow
@@ -96,9 +96,9 @@ class Ensemble:
         set_ = object.__setattr__
         if isinstance(self.tasks, Task):
             raise ValidationError("Ensemble tasks must be a list of tasks, got a single Task")
-        set_(self, "tasks", tuple(self.tasks))
-        set_(self, "phases", tuple(self.phases))
-        set_(self, "listeners", tuple(self.listeners))
+        set_(self, "tasks", as_tuple(self.tasks, "Ensemble tasks"))
+        set_(self, "phases", as_tuple(self.phases, "Ensemble phases"))
+        set_(self, "listeners", as_tuple(self.listeners, "Ensemble listeners"))
         set_(self, "inputs", check_inputs(self.inputs, "Ensemble inputs"))
         set_(self, "workflow", _check_workflow(self.workflow))
         check_length(self.max_tool_output_length, "Ensemble max_tool_output_length")
@@ -285,11 +285,33 @@ def _check_settings(ensemble: Ensemble) -> None:
     _check_type(ensemble.rate_limit, RateLimit, "rate_limit")
     _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")
     _check_type(ensemble.cost_configuration, CostConfiguration, "cost_configuration")
+    synthesizer = ensemble.agent_synthesizer
+    if synthesizer is not None and not isinstance(synthesizer, AgentSynthesizer):
+        raise ValidationError(
+            "Ensemble agent_synthesizer must have an async synthesize(description, llm) "
+            f"method, got: {synthesizer!r}"
+        )
+    for callback in _CALLBACKS:
+        value = getattr(ensemble, callback)
+        if value is not None and not callable(value):
+            raise ValidationError(f"Ensemble {callback} must be callable, got: {value!r}")
     exporter = ensemble.trace_exporter
     if exporter is not None and not isinstance(exporter, TraceExporter):
         raise ValidationError(
             f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
         )
+
+
+_CALLBACKS = (
+    "on_task_start",
+    "on_task_complete",
+    "on_task_failed",
+    "on_tool_call",
+    "on_token",
+    "on_delegation_started",
+    "on_delegation_completed",
+    "on_delegation_failed",
+)
 
 
 def _check_type(value: object, expected: type, field_name: str) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentensemble._checks import require_text
+from agentensemble._checks import as_tuple, require_text
 from agentensemble.enums import Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.task import Task
@@ -36,7 +36,7 @@ class Phase:
         after: Iterable[Phase] = (),
     ) -> None:
         require_text(name, "Phase name must not be null or blank")
-        checked = tuple(tasks if tasks is not None else ())
+        checked = as_tuple(tasks, f"Phase '{name}' tasks")
         if not checked:
             raise ValidationError(f"Phase '{name}' must contain at least one task")
         for index, task in enumerate(checked):
@@ -46,7 +46,7 @@ class Phase:
                 )
         if workflow is Workflow.HIERARCHICAL:
             raise ValidationError(hierarchical_phase_message(name))
-        predecessors = tuple(after)
+        predecessors = as_tuple(after, f"Phase '{name}' after")
         for index, phase in enumerate(predecessors):
             if not isinstance(phase, Phase):
                 raise ValidationError(

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from agentensemble._checks import require_int, require_text
+from agentensemble._checks import as_tuple, require_int, require_text
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
 from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
@@ -170,8 +170,8 @@ def _check_context(
 ) -> tuple[Task, ...]:
     if isinstance(context, Task):
         raise ValidationError("Task context must be a list of tasks, got a single Task")
-    tasks = tuple(context if context is not None else ())
-    for index, item in enumerate(tasks):
+    tasks: list[Task] = []
+    for index, item in enumerate(as_tuple(context, "Task context")):
         if item is None:
             raise ValidationError(f"Task context element at index {index} must not be null")
         if not isinstance(item, Task):
@@ -185,4 +185,5 @@ def _check_context(
             and item.expected_output == expected_output
         ):
             raise ValidationError("Task cannot reference itself in context")
-    return tasks
+        tasks.append(item)
+    return tuple(tasks)

@@ -183,3 +183,10 @@ def test_phase_workflow_and_templates() -> None:
     phase = Phase("p", [Task("Do {thing}"), Task("Check {thing}")], workflow=Workflow.SEQUENTIAL)
     output = Ensemble(phases=[phase], llm=llm).run(inputs={"thing": "X"})
     assert [o.task_description for o in output.task_outputs] == ["Do X", "Check X"]
+
+
+def test_phase_lists_must_be_lists() -> None:
+    with pytest.raises(ValidationError, match="Phase 'p' tasks must be a list, got: int"):
+        Phase("p", 5)
+    with pytest.raises(ValidationError, match="Phase 'p' after must be a list, got: Phase"):
+        Phase("p", [Task("x")], after=Phase.of("q", Task("y")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from agentensemble._checks import as_tuple
 from agentensemble.errors import ValidationError
 from agentensemble.models import ToolSpec
 from agentensemble.tools._agent_tool import AgentTool, AgentToolAdapter
@@ -35,9 +36,7 @@ def expand_tool(entry: object) -> list[Tool]:
 
 def check_tools(tools: Sequence[object], *, owner: str) -> tuple[object, ...]:
     """Validate a tools list; `owner` is ``"Tool"`` (agents) or ``"Task tool"`` (tasks)."""
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Iterable):
-        raise ValidationError(f"{owner}s must be a list, got: {type(tools).__name__}")
-    entries = tuple(tools)
+    entries = as_tuple(tools, f"{owner}s")
     names: set[str] = set()
     for index, entry in enumerate(entries):
         if entry is None:
