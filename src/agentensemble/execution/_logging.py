@@ -50,6 +50,7 @@ class TaskContextFilter(logging.Filter):
     """Adds ``task_index``, ``task_description`` and ``agent_role`` to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Attach the current task's context to `record`; never drops a record."""
         context = _current.get()
         record.task_index = context.task_index
         record.task_description = context.task_description
