@@ -72,7 +72,7 @@ class Agent:
         require_int(max_iterations, "Agent max_iterations")
         if max_iterations <= 0:
             raise ValidationError(f"Agent max_iterations must be > 0, got: {max_iterations}")
-        checked_tools = check_tools(tools if tools is not None else (), owner="Tool")
+        checked_tools, tool_set = check_tools(tools, owner="Tool")
         if background is not None and backstory is not None:
             raise ValidationError("Agent accepts background or its alias backstory, not both")
         set_ = object.__setattr__
@@ -86,7 +86,7 @@ class Agent:
         set_(self, "max_iterations", max_iterations)
         set_(self, "response_format", response_format or "")
         set_(self, "rate_limit", rate_limit)
-        set_(self, "tool_set", ToolSet.of(checked_tools))
+        set_(self, "tool_set", tool_set)
 
     def __repr__(self) -> str:
         return f"Agent(role={self.role!r})"

@@ -80,7 +80,7 @@ class Task:
         require_text(expected_output, "Task expected_output must not be blank")
         if agent is not None and not isinstance(agent, Agent):
             raise ValidationError(f"Task agent must be an Agent, got: {type(agent).__name__}")
-        checked_tools = check_tools(tools if tools is not None else (), owner="Task tool")
+        checked_tools, _ = check_tools(tools, owner="Task tool")
         if max_iterations is not None:
             require_int(max_iterations, "Task max_iterations")
             if max_iterations <= 0:

@@ -34,10 +34,13 @@ def expand_tool(entry: object) -> list[Tool]:
     return list(tool_methods(entry))
 
 
-def check_tools(tools: Sequence[object], *, owner: str) -> tuple[object, ...]:
-    """Validate a tools list; `owner` is ``"Tool"`` (agents) or ``"Task tool"`` (tasks)."""
+def check_tools(tools: Sequence[object], *, owner: str) -> tuple[tuple[object, ...], ToolSet]:
+    """Validate a tools list and resolve it in the same pass.
+
+    `owner` is ``"Tool"`` (agents) or ``"Task tool"`` (tasks), as the messages say.
+    """
     entries = as_tuple(tools, f"{owner}s")
-    names: set[str] = set()
+    by_name: dict[str, Tool] = {}
     for index, entry in enumerate(entries):
         if entry is None:
             raise ValidationError(f"{owner} at index {index} must not be null")
@@ -49,12 +52,12 @@ def check_tools(tools: Sequence[object], *, owner: str) -> tuple[object, ...]:
             )
         for item in provided:
             name = item.spec.name
-            if name in names:
+            if name in by_name:
                 raise ValidationError(
                     f"{owner} at index {index} reuses tool name '{name}'; tool names must be unique"
                 )
-            names.add(name)
-    return entries
+            by_name[name] = item
+    return entries, ToolSet(tuple(t.spec for t in by_name.values()), by_name)
 
 
 @dataclass(frozen=True, slots=True)
