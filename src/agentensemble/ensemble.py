@@ -241,16 +241,7 @@ class Ensemble:
     def _listeners(self) -> list[object]:
         from agentensemble.observability._listeners import callback_listener
 
-        callbacks = callback_listener(
-            on_task_start=self.on_task_start,
-            on_task_complete=self.on_task_complete,
-            on_task_failed=self.on_task_failed,
-            on_tool_call=self.on_tool_call,
-            on_token=self.on_token,
-            on_delegation_started=self.on_delegation_started,
-            on_delegation_completed=self.on_delegation_completed,
-            on_delegation_failed=self.on_delegation_failed,
-        )
+        callbacks = callback_listener(**{name: getattr(self, name) for name in _CALLBACKS})
         listeners: list[object] = [*self.listeners, *([callbacks] if callbacks else [])]
         if self.verbose:
             from agentensemble.observability._console import ConsoleProgress
