@@ -8,20 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from agentensemble._logging import get_logger
 from agentensemble.agent import Agent
 from agentensemble.enums import ExitReason, Workflow
 from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._logging import get_logger
 from agentensemble.execution._planning import PlannedTask
-from agentensemble.observability._events import EnsembleCompletedEvent, EnsembleStartedEvent
-from agentensemble.observability._exporters import TraceExporter
-from agentensemble.observability._run_trace import (
+from agentensemble.execution._run_trace import (
     RunRecord,
     build_trace,
     completed_outputs_of,
     errors_of,
     export_trace,
 )
+from agentensemble.observability._events import EnsembleCompletedEvent, EnsembleStartedEvent
+from agentensemble.observability._exporters import TraceExporter
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.task import Task
 from agentensemble.workflows._dispatch import ParallelSettings, run_workflow

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._inputs import check_inputs
+from agentensemble._logging import get_logger
 from agentensemble._sync import run_sync
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.execution._logging import get_logger
 from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode

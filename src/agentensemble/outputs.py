@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
-from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.observability._trace import ExecutionTrace, TaskTrace
+    from agentensemble.task import Task
 
 __all__ = ["EnsembleOutput", "TaskOutput"]
 

@@ -1,7 +1,7 @@
 """The execution engine: prompts, templates, the agent loop and agent synthesis."""
 
+from agentensemble._logging import TaskContextFilter
 from agentensemble.execution._handler import HandlerContext
-from agentensemble.execution._logging import TaskContextFilter
 from agentensemble.execution._synthesis import (
     AgentSynthesizer,
     LLMAgentSynthesizer,

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from agentensemble._logging import get_logger
 from agentensemble.agent import Agent
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
 from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._logging import get_logger
 from agentensemble.execution._prompts import build_system_prompt, build_user_prompt
 from agentensemble.execution._recording import (
     capture_messages,

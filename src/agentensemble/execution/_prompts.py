@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agentensemble.execution._logging import get_logger
+from agentensemble._logging import get_logger
 
 if TYPE_CHECKING:
     from agentensemble.agent import Agent

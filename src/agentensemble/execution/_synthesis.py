@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agentensemble.execution._logging import get_logger
+from agentensemble._logging import get_logger
 from agentensemble.models import ChatModel, SystemMessage, UserMessage
 
 __all__ = [

@@ -6,11 +6,11 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
+from agentensemble._logging import get_logger, task_log_context
 from agentensemble.errors import TaskExecutionError
 from agentensemble.execution._agent_loop import AgentRun, execute_agent
 from agentensemble.execution._context import ExecutionContext
 from agentensemble.execution._handler import execute_handler
-from agentensemble.execution._logging import get_logger, task_log_context
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.observability._events import (
     TaskCompleteEvent,

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from agentensemble.models._extras import require
+from agentensemble._extras import require
 from agentensemble.models._messages import (
     AssistantMessage,
     ChatResponse,

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentensemble.models._extras import require
+from agentensemble._extras import require
 from agentensemble.models._messages import (
     AssistantMessage,
     ChatResponse,

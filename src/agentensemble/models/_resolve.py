@@ -9,10 +9,7 @@ from agentensemble.errors import ValidationError
 from agentensemble.models._langchain import LangChainChatModel, is_langchain_chat_model
 from agentensemble.models._protocol import ChatModel
 
-__all__ = ["ModelLike", "resolve_model"]
-
-ModelLike = ChatModel | str | object
-"""A `ChatModel`, a ``"provider:model"`` string, or a LangChain chat model."""
+__all__ = ["resolve_model"]
 
 _PROVIDERS = ("openai", "ollama", "openai-compatible")
 _OLLAMA_DEFAULT_URL = "http://localhost:11434/v1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 
-from agentensemble.execution._logging import get_logger
+from agentensemble._logging import get_logger
 
 __all__ = ["CaptureMode", "resolve_capture_mode"]
 
@@ -23,11 +23,6 @@ class CaptureMode(StrEnum):
     """Also the full message history of every model call."""
     FULL = "FULL"
     """Also parsed tool inputs, and traces exported to ``./traces/`` when no exporter is set."""
-
-    @property
-    def level(self) -> int:
-        """OFF < STANDARD < FULL."""
-        return ("OFF", "STANDARD", "FULL").index(self.value)
 
 
 def resolve_capture_mode(configured: CaptureMode | None) -> CaptureMode:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentensemble._calling import call_user_code
-from agentensemble.execution._logging import get_logger
+from agentensemble._logging import get_logger
 
 if TYPE_CHECKING:
     from agentensemble.observability._events import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agentensemble.models._extras import require
+from agentensemble._extras import require
 from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,

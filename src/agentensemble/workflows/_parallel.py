@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
 from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._logging import get_logger
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
 from agentensemble.outputs import TaskOutput

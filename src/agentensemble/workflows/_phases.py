@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agentensemble._logging import get_logger
 from agentensemble.enums import Workflow
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
 from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._logging import get_logger
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.outputs import TaskOutput
 from agentensemble.phase import Phase

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LogContext", "TaskContextFilter", "get_logger", "log_context", "task_log_context"]
+__all__ = ["LogContext", "TaskContextFilter", "get_logger", "task_log_context"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +29,6 @@ class LogContext:
 
 
 _current: ContextVar[LogContext] = ContextVar("agentensemble_log_context", default=LogContext())  # noqa: B039 (frozen)
-
-
-def log_context() -> LogContext:
-    """The log context of the running task (empty outside a task)."""
-    return _current.get()
 
 
 @contextlib.contextmanager

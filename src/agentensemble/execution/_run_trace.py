@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agentensemble._calling import call_user_code
+from agentensemble._logging import get_logger
 from agentensemble.agent import Agent
 from agentensemble.errors import (
     AgentExecutionError,
@@ -14,7 +15,6 @@ from agentensemble.errors import (
     ParallelExecutionError,
     TaskExecutionError,
 )
-from agentensemble.execution._logging import get_logger
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._exporters import TraceExporter
 from agentensemble.observability._metrics import ExecutionMetrics
