@@ -23,7 +23,7 @@ def test_tokens_reassemble_the_final_answer_exactly() -> None:
 
 def test_without_token_listeners_the_model_is_not_asked_to_stream() -> None:
     class ChatOnly(ScriptedModel):
-        async def stream(self, messages, *, tools=()):
+        async def stream(self, messages, *, tools=(), settings=None):
             raise AssertionError("stream() must not be used when nobody listens to tokens")
             yield  # pragma: no cover
 
@@ -32,7 +32,7 @@ def test_without_token_listeners_the_model_is_not_asked_to_stream() -> None:
 
 def test_a_model_without_stream_works_when_tokens_are_wanted() -> None:
     class NoStream:
-        async def chat(self, messages, *, tools=()):
+        async def chat(self, messages, *, tools=(), settings=None):
             return ChatResponse(AssistantMessage(text="whole"), Usage(1, 1))
 
     tokens: list[str] = []
@@ -45,7 +45,7 @@ def test_a_model_without_stream_works_when_tokens_are_wanted() -> None:
 
 def test_a_stream_that_ends_without_a_response_fails_the_task() -> None:
     class Truncated(ScriptedModel):
-        async def stream(self, messages, *, tools=()):
+        async def stream(self, messages, *, tools=(), settings=None):
             yield "partial"
 
     from agentensemble import TaskExecutionError

@@ -20,7 +20,6 @@ from agentensemble.execution._context import ExecutionContext
 from agentensemble.execution._prompts import build_system_prompt, build_user_prompt
 from agentensemble.execution._recording import (
     capture_messages,
-    model_name,
     skipped_trace,
     tool_trace,
 )
@@ -34,6 +33,7 @@ from agentensemble.models import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    model_name_of,
 )
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._events import (
@@ -172,7 +172,7 @@ async def _ask_model(run: AgentRun, state: _LoopState) -> _Turn:
                 task_index=run.task_index,
                 iteration_index=index,
                 messages=sent,
-                model_name=model_name(run.agent.llm),
+                model_name=model_name_of(run.agent.llm),
                 ensemble_id=run.ctx.ensemble_id,
             )
         )
@@ -351,7 +351,7 @@ def _completed_event(run: AgentRun, turn: _Turn) -> LlmIterationCompletedEvent:
         input_tokens=_known(usage.input_tokens if usage else None),
         output_tokens=_known(usage.output_tokens if usage else None),
         latency=timedelta(seconds=turn.seconds),
-        model_name=model_name(run.agent.llm),
+        model_name=model_name_of(run.agent.llm),
         ensemble_id=run.ctx.ensemble_id,
     )
 

@@ -9,11 +9,7 @@ from typing import Any
 
 from agentensemble.models import (
     AssistantMessage,
-    ChatModel,
-    LangChainChatModel,
     Message,
-    OpenAIChatModel,
-    RateLimitedChatModel,
     SystemMessage,
     ToolCall,
     UserMessage,
@@ -21,18 +17,7 @@ from agentensemble.models import (
 from agentensemble.observability._trace import CapturedMessage, CapturedToolCall, ToolCallTrace
 from agentensemble.tools._result import ToolResult
 
-__all__ = ["capture_messages", "model_name", "parse_input", "skipped_trace", "tool_trace"]
-
-
-def model_name(model: ChatModel) -> str:
-    """A readable name for a model, for events and spans."""
-    if isinstance(model, RateLimitedChatModel):
-        return model_name(model.model)
-    if isinstance(model, OpenAIChatModel):
-        return model.model
-    if isinstance(model, LangChainChatModel):
-        return type(model.model).__name__
-    return type(model).__name__
+__all__ = ["capture_messages", "parse_input", "skipped_trace", "tool_trace"]
 
 
 def capture_messages(messages: Sequence[Message]) -> tuple[CapturedMessage, ...]:

@@ -13,9 +13,10 @@ from agentensemble.models._messages import (
     UserMessage,
 )
 from agentensemble.models._openai import OpenAIChatModel
-from agentensemble.models._protocol import ChatModel, StreamingChatModel
+from agentensemble.models._protocol import ChatModel, StreamingChatModel, model_name_of
 from agentensemble.models._rate_limit import Clock, RateLimit, RateLimitedChatModel, SystemClock
 from agentensemble.models._resolve import resolve_model
+from agentensemble.models._settings import ModelSettings
 from agentensemble.models._testing import (
     FunctionModel,
     ModelRequest,
@@ -34,6 +35,7 @@ __all__ = [
     "LangChainChatModel",
     "Message",
     "ModelRequest",
+    "ModelSettings",
     "OpenAIChatModel",
     "RateLimit",
     "RateLimitedChatModel",
@@ -48,6 +50,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UserMessage",
+    "model_name_of",
     "resolve_model",
     "tool_call",
 ]

@@ -19,6 +19,7 @@ from agentensemble.models._messages import (
     Usage,
     UserMessage,
 )
+from agentensemble.models._settings import ModelSettings
 
 __all__ = ["LangChainChatModel", "is_langchain_chat_model"]
 
@@ -41,19 +42,51 @@ class LangChainChatModel:
     def __init__(self, model: Any) -> None:
         require("langchain_core", "langchain")
         self.model = model
+        self.model_name: str = _name_of(model)
+        """The wrapped model's ``model_name`` (or ``model``), else its class name."""
 
     def __repr__(self) -> str:
         return f"LangChainChatModel({type(self.model).__name__})"
 
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
-        """Invoke the wrapped model and convert its `AIMessage`."""
+        """Invoke the wrapped model and convert its `AIMessage`.
+
+        `temperature`, `max_tokens` and `extra` settings are passed as call keywords, which
+        LangChain's provider models (ChatOpenAI, ChatAnthropic...) put in their request.
+        """
         runnable = self.model
         if tools:
             runnable = runnable.bind_tools([_tool_to_openai(spec) for spec in tools])
+        keywords = _call_keywords(settings)
+        if keywords:
+            runnable = runnable.bind(**keywords)
         reply = await runnable.ainvoke([_to_langchain(message) for message in messages])
         return _from_langchain(reply)
+
+
+def _name_of(model: Any) -> str:
+    for attribute in ("model_name", "model"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def _call_keywords(settings: ModelSettings | None) -> dict[str, Any]:
+    if settings is None:
+        return {}
+    keywords: dict[str, Any] = dict(settings.extra)
+    if settings.temperature is not None:
+        keywords["temperature"] = settings.temperature
+    if settings.max_tokens is not None:
+        keywords["max_tokens"] = settings.max_tokens
+    return keywords
 
 
 def _tool_to_openai(spec: ToolSpec) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from agentensemble.models._messages import (
     Usage,
     UserMessage,
 )
+from agentensemble.models._settings import ModelSettings
 
 __all__ = ["OpenAIChatModel"]
 
@@ -46,6 +47,8 @@ class OpenAIChatModel:
     ) -> None:
         require("openai", "openai")
         self.model = model
+        self.model_name = model
+        """The model id sent with every request; events, traces and spans show it."""
         self.base_url = base_url
         self._api_key = api_key
         self.timeout = timeout
@@ -80,25 +83,43 @@ class OpenAIChatModel:
             self._clients[loop] = client
         return client
 
-    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings | None,
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [_to_wire(message) for message in messages],
         }
         if tools:
             request["tools"] = [_tool_to_wire(spec) for spec in tools]
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
-        if self._extra_body:
-            request["extra_body"] = self._extra_body
+        settings = settings or _NO_SETTINGS
+        temperature = settings.temperature if settings.temperature is not None else self.temperature
+        if temperature is not None:
+            request["temperature"] = temperature
+        if settings.max_tokens is not None:
+            request["max_tokens"] = settings.max_tokens
+        if settings.timeout is not None:
+            request["timeout"] = settings.timeout_seconds
+        if settings.output_schema is not None:
+            request["response_format"] = _response_format(settings.output_schema)
+        extra_body = {**self._extra_body, **settings.extra}
+        if extra_body:
+            request["extra_body"] = extra_body
         return request
 
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Send one chat-completions request and convert the reply."""
         completion = await self._get_client().chat.completions.create(
-            **self._request(messages, tools)
+            **self._request(messages, tools, settings)
         )
         choice = completion.choices[0].message
         calls = tuple(
@@ -111,10 +132,14 @@ class OpenAIChatModel:
         )
 
     async def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream a chat completion: text deltas as they arrive, then the whole turn."""
-        request = self._request(messages, tools)
+        request = self._request(messages, tools, settings)
         chunks = await self._get_client().chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
@@ -165,6 +190,16 @@ class _StreamAssembly:
         )
         text = "".join(self.text) if self.text else None
         return ChatResponse(message=AssistantMessage(text=text, tool_calls=calls), usage=self.usage)
+
+
+_NO_SETTINGS = ModelSettings()
+
+
+def _response_format(schema: Any) -> dict[str, Any]:
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": dict(schema), "strict": False},
+    }
 
 
 def _usage(usage: Any) -> Usage | None:

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agentensemble.models._messages import ChatResponse, Message, ToolSpec
 
-__all__ = ["ChatModel", "StreamingChatModel"]
+if TYPE_CHECKING:
+    from agentensemble.models._settings import ModelSettings
+
+__all__ = ["ChatModel", "StreamingChatModel", "model_name_of"]
 
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat model: one async method from a conversation (and offered tools) to a response."""
+    """A chat model: one async method from a conversation (and offered tools) to a response.
+
+    A model may also expose ``model_name: str``; events, traces and spans show it.
+    """
 
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
-        """Return the model's next turn for `messages`, optionally calling one of `tools`."""
+        """Return the model's next turn for `messages`, optionally calling one of `tools`.
+
+        `settings` are the request options (temperature, max tokens, timeout...); a model
+        ignores those it cannot honour.
+        """
         ...
 
 
@@ -30,7 +44,17 @@ class StreamingChatModel(ChatModel, Protocol):
     """
 
     def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream the model's next turn: text deltas, then the complete `ChatResponse`."""
         ...
+
+
+def model_name_of(model: object) -> str:
+    """The model's ``model_name`` attribute when it has a text one, else its class name."""
+    name = getattr(model, "model_name", None)
+    return name if isinstance(name, str) and name else type(model).__name__

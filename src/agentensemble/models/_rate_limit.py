@@ -12,7 +12,8 @@ from typing import Protocol
 from agentensemble._checks import require_int
 from agentensemble.errors import RateLimitTimeoutError, ValidationError
 from agentensemble.models._messages import ChatResponse, Message, ToolSpec
-from agentensemble.models._protocol import ChatModel, StreamingChatModel
+from agentensemble.models._protocol import ChatModel, StreamingChatModel, model_name_of
+from agentensemble.models._settings import ModelSettings
 
 __all__ = ["Clock", "RateLimit", "RateLimitedChatModel", "SystemClock"]
 
@@ -140,20 +141,33 @@ class RateLimitedChatModel:
         if wait > 0:
             await self._clock.sleep(wait)
 
+    @property
+    def model_name(self) -> str:
+        """The wrapped model's name."""
+        return model_name_of(self.model)
+
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Take a token, then call the wrapped model."""
         await self.acquire()
-        return await self.model.chat(messages, tools=tools)
+        return await self.model.chat(messages, tools=tools, settings=settings)
 
     async def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
         """Take a token, then stream from the wrapped model (or yield its whole answer)."""
         await self.acquire()
         if isinstance(self.model, StreamingChatModel):
-            async for item in self.model.stream(messages, tools=tools):
+            async for item in self.model.stream(messages, tools=tools, settings=settings):
                 yield item
         else:
-            yield await self.model.chat(messages, tools=tools)
+            yield await self.model.chat(messages, tools=tools, settings=settings)

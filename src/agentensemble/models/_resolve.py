@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from agentensemble.errors import ValidationError
 from agentensemble.models._langchain import LangChainChatModel, is_langchain_chat_model
@@ -21,24 +23,52 @@ def resolve_model(llm: object, *, field: str) -> ChatModel:
         return _from_string(llm, field=field)
     if is_langchain_chat_model(llm):
         return LangChainChatModel(llm)
-    if _is_chat_model(llm):
+    problem = _chat_model_problem(type(llm))
+    if problem is None:
         return cast(ChatModel, llm)
-    raise ValidationError(
-        f"{field} must be a ChatModel, a 'provider:model' string or a LangChain chat model, "
-        f"got: {type(llm).__name__}"
+    raise ValidationError(f"{field} {problem}")
+
+
+_CHECKED_CLASSES: dict[type, str | None] = {}
+"""What is wrong with each class checked so far (None: nothing); a check costs ~20 us."""
+
+
+def _chat_model_problem(cls: type) -> str | None:
+    if cls not in _CHECKED_CLASSES:
+        _CHECKED_CLASSES[cls] = _describe_problem(cls)
+    return _CHECKED_CLASSES[cls]
+
+
+def _describe_problem(cls: type) -> str | None:
+    chat = getattr(cls, "chat", None)
+    if chat is None or not callable(chat):
+        return (
+            "must be a ChatModel, a 'provider:model' string or a LangChain chat model, "
+            f"got: {cls.__name__}"
+        )
+    if not inspect.iscoroutinefunction(chat):
+        return (
+            f"must be a ChatModel whose chat() is async (async def chat(self, messages, *, "
+            f"tools=(), settings=None)); {cls.__name__}.chat is not"
+        )
+    if not _accepts_keyword(chat, "settings"):
+        return (
+            f"must be a ChatModel whose chat() accepts settings: {cls.__name__}.chat has no "
+            "'settings' parameter (async def chat(self, messages, *, tools=(), settings=None))"
+        )
+    return None
+
+
+def _accepts_keyword(function: Callable[..., Any], name: str) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True  # not introspectable (a C extension): take it on trust
+    return any(
+        parameter.kind is parameter.VAR_KEYWORD
+        or (parameter.name == name and parameter.kind is not parameter.POSITIONAL_ONLY)
+        for parameter in parameters
     )
-
-
-_CHAT_MODEL_CLASSES: dict[type, bool] = {}
-"""A memo of protocol checks by class (a runtime protocol check costs ~20 us)."""
-
-
-def _is_chat_model(obj: object) -> bool:
-    cls = type(obj)
-    known = _CHAT_MODEL_CLASSES.get(cls)
-    if known is None:
-        known = _CHAT_MODEL_CLASSES[cls] = issubclass(cls, ChatModel)
-    return known
 
 
 def _from_string(spec: str, *, field: str) -> ChatModel:

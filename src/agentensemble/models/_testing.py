@@ -17,6 +17,7 @@ from agentensemble.models._messages import (
     ToolSpec,
     Usage,
 )
+from agentensemble.models._settings import ModelSettings
 
 __all__ = [
     "FunctionModel",
@@ -48,6 +49,8 @@ class ModelRequest:
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    settings: ModelSettings | None = None
+    """The request options the engine sent (None when neither agent nor task set any)."""
 
 
 def to_response(reply: Reply, usage: Usage | None = None) -> ChatResponse:
@@ -94,9 +97,17 @@ class ScriptedModel:
     Supports streaming: text answers are streamed word by word.
     """
 
-    def __init__(self, replies: Iterable[Reply], *, usage: Usage | None = None) -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply],
+        *,
+        usage: Usage | None = None,
+        model_name: str = "ScriptedModel",
+    ) -> None:
         self._replies: list[Reply] = list(replies)
         self._usage = usage
+        self.model_name = model_name
+        """The name events, traces and spans show."""
         self._next = 0
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
@@ -107,10 +118,14 @@ class ScriptedModel:
         return len(self._replies) - self._next
 
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Record the request and return the next scripted reply."""
-        self.requests.append(ModelRequest(tuple(messages), tuple(tools)))
+        self.requests.append(ModelRequest(tuple(messages), tuple(tools), settings))
         if self._next >= len(self._replies):
             raise ScriptExhaustedError(
                 f"ScriptedModel has no reply left: it was given {len(self._replies)} "
@@ -121,10 +136,14 @@ class ScriptedModel:
         return to_response(reply, self._usage)
 
     def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream the next answer word by word, then the whole response."""
-        return _stream_words(self.chat(messages, tools=tools))
+        return _stream_words(self.chat(messages, tools=tools, settings=settings))
 
 
 ModelFunction: TypeAlias = Callable[
@@ -139,24 +158,36 @@ class FunctionModel:
     for tests and simulations); make it `async` if it has to wait.
     """
 
-    def __init__(self, fn: ModelFunction, *, usage: Usage | None = None) -> None:
+    def __init__(
+        self, fn: ModelFunction, *, usage: Usage | None = None, model_name: str = "FunctionModel"
+    ) -> None:
         self._fn = fn
         self._usage = usage
+        self.model_name = model_name
+        """The name events, traces and spans show."""
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
     async def chat(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Record the request and return whatever the function answers."""
-        self.requests.append(ModelRequest(tuple(messages), tuple(tools)))
+        self.requests.append(ModelRequest(tuple(messages), tuple(tools), settings))
         reply = self._fn(messages, tools)
         if inspect.isawaitable(reply):
             reply = await reply
         return to_response(reply, self._usage)
 
     def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = ()
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream the next answer word by word, then the whole response."""
-        return _stream_words(self.chat(messages, tools=tools))
+        return _stream_words(self.chat(messages, tools=tools, settings=settings))
