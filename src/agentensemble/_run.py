@@ -1,35 +1,67 @@
-"""One run from plan to `EnsembleOutput`: events, workflows, the trace and its export."""
+"""One run, from an ensemble's settings to its `EnsembleOutput`.
+
+The order (BEHAVIOUR 1): validate, resolve every template, build the one `RunContext`, plan
+every task of every phase (agent synthesis included), then execute. Everything before
+execution raises before any task's model call. The outcome is COMPLETED, TIMEOUT (the run's
+deadline expired), USER_EXIT_EARLY (a control-flow signal) or an error; whichever it is,
+the trace is built from the outputs completed so far, `on_ensemble_completed` fires and the
+trace is exported.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
+from agentensemble._control import find_signal
+from agentensemble._inputs import check_inputs
 from agentensemble._logging import get_logger
+from agentensemble._validation import EnsembleShape, PhaseShape, validate_flat, validate_phases
 from agentensemble.agent import Agent
-from agentensemble.enums import ExitReason, Workflow
-from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._planning import PlannedTask
-from agentensemble.execution._run_trace import (
-    RunRecord,
-    build_trace,
-    completed_outputs_of,
-    errors_of,
-    export_trace,
-)
+from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
+from agentensemble.errors import ValidationError
+from agentensemble.execution._context import RunContext, RunLimiters
+from agentensemble.execution._planning import PlannedTask, SynthesisLog, plan_tasks, resolve_texts
+from agentensemble.execution._run_trace import RunRecord, build_trace, errors_of, export_trace
+from agentensemble.execution._synthesis import TemplateAgentSynthesizer
+from agentensemble.observability._capture import CaptureMode, resolve_capture_mode
 from agentensemble.observability._events import EnsembleCompletedEvent, EnsembleStartedEvent
-from agentensemble.observability._exporters import TraceExporter
-from agentensemble.outputs import EnsembleOutput, TaskOutput
-from agentensemble.task import Task
-from agentensemble.workflows._dispatch import ParallelSettings, run_workflow
-from agentensemble.workflows._phases import PlannedPhase, run_phases
+from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
+from agentensemble.observability._listeners import (
+    CALLBACK_NAMES,
+    EventDispatcher,
+    callback_listener,
+)
+from agentensemble.observability._trace import ExecutionTrace
+from agentensemble.options import RunOptions
+from agentensemble.outputs import EnsembleOutput
+from agentensemble.workflows._executor import WorkflowExecutor, executor_for
+from agentensemble.workflows._phases import PhaseExecutor, PlannedPhase
 
-__all__ = ["RunPlan", "execute_run"]
+if TYPE_CHECKING:
+    from agentensemble.ensemble import Ensemble
+    from agentensemble.task import Task
+
+__all__ = ["RunPlan", "execute_run", "run_ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
+
+_AUTO_EXPORT_DIRECTORY = "traces"
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A validated ensemble: every task in plan order, and how to run them."""
+
+    tasks: tuple[Task, ...]
+    workflow: Workflow | None
+    """The workflow of a flat run; None for a run with phases."""
+    phases: tuple[PhaseShape, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,18 +69,13 @@ class RunPlan:
     """A validated, fully planned run."""
 
     name: str | None
-    workflow: Workflow | None
-    """The workflow of a flat run; None for a run with phases."""
+    workflow_label: str
+    """``SEQUENTIAL``, ``PARALLEL`` or ``PHASES``."""
     tasks: tuple[PlannedTask, ...]
     """Every planned task (of every phase)."""
-    phases: tuple[PlannedPhase, ...] = ()
+    executor: WorkflowExecutor
     inputs: Mapping[str, str]
-    settings: ParallelSettings
-
-    @property
-    def workflow_label(self) -> str:
-        """``SEQUENTIAL``, ``PARALLEL`` or ``PHASES``."""
-        return self.workflow.value if self.workflow else "PHASES"
+    synthesis: SynthesisLog
 
     def agents(self) -> list[Agent]:
         """The distinct agents, in order of first appearance."""
@@ -59,85 +86,231 @@ class RunPlan:
         return list(seen.values())
 
 
-async def execute_run(
-    plan: RunPlan, ctx: ExecutionContext, exporter: TraceExporter | None
+async def run_ensemble(
+    ensemble: Ensemble, inputs: Mapping[str, str] | None, options: RunOptions | None
 ) -> EnsembleOutput:
-    """Run the plan; the trace is built and exported whether the run succeeds, fails or is
-    cancelled (exit reason ERROR for the last two)."""
+    """Validate, plan and execute one run of `ensemble`."""
+    options = _check_options(options)
+    run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
+    shape = _validate(ensemble)
+    texts = dict(zip(shape.tasks, resolve_texts(shape.tasks, run_inputs), strict=True))
+    run = _run_context(ensemble, options, shape.tasks)
+    plan = await _plan(ensemble, shape, texts, run, run_inputs)
+    exporter = _exporter(ensemble, run.capture_mode)
+    return await execute_run(plan, run, exporter, deadline=options.timeout_seconds)
+
+
+def _check_options(options: object) -> RunOptions:
+    if options is None:
+        return RunOptions()
+    if not isinstance(options, RunOptions):
+        raise ValidationError(f"run options must be a RunOptions, got: {options!r}")
+    return options
+
+
+def _validate(ensemble: Ensemble) -> _Shape:
+    if ensemble.tasks and ensemble.phases:
+        raise ValidationError(
+            "Cannot mix tasks and phases on the same Ensemble. Use flat tasks for simple "
+            "pipelines, or phases for named workstreams with parallel execution -- but not "
+            "both on the same ensemble."
+        )
+    settings = EnsembleShape(
+        llm=ensemble.model,
+        rate_limit=ensemble.rate_limit,
+        parallel_error_strategy=ensemble.parallel_error_strategy,
+    )
+    if ensemble.phases:
+        phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
+        tasks = tuple(task for item in phases for task in item.phase.tasks)
+        return _Shape(tasks, None, phases)
+    tasks, workflow = validate_flat(ensemble.tasks, ensemble.workflow, settings)
+    if ensemble.workflow is None:
+        logger.info("Workflow inferred: %s", workflow.value)
+    return _Shape(tasks, workflow)
+
+
+def _run_context(ensemble: Ensemble, options: RunOptions, tasks: tuple[Task, ...]) -> RunContext:
+    def pick(override: int | None, default: int) -> int:
+        return default if override is None else override
+
+    return RunContext(
+        run_id=options.run_id or str(uuid.uuid4()),
+        events=EventDispatcher(_listeners(ensemble, options)),
+        verbose=ensemble.verbose,
+        max_tool_output_length=pick(
+            options.max_tool_output_length, ensemble.max_tool_output_length
+        ),
+        tool_log_truncate_length=pick(
+            options.tool_log_truncate_length, ensemble.tool_log_truncate_length
+        ),
+        capture_mode=resolve_capture_mode(ensemble.capture_mode),
+        cost_configuration=ensemble.cost_configuration,
+        limiters=RunLimiters.of(tasks, ensemble.rate_limit),
+        max_concurrency=ensemble.max_concurrency,
+    )
+
+
+def _listeners(ensemble: Ensemble, options: RunOptions) -> list[object]:
+    callbacks = callback_listener(**{name: getattr(ensemble, name) for name in CALLBACK_NAMES})
+    listeners: list[object] = [*ensemble.listeners, *([callbacks] if callbacks else [])]
+    listeners.extend(options.listeners)
+    if ensemble.verbose:
+        from agentensemble.observability._console import ConsoleProgress
+
+        listeners.append(ConsoleProgress())
+    return listeners
+
+
+def _exporter(ensemble: Ensemble, capture_mode: CaptureMode) -> TraceExporter | None:
+    if ensemble.trace_exporter is None and capture_mode is CaptureMode.FULL:
+        return JsonTraceExporter(_AUTO_EXPORT_DIRECTORY)
+    return ensemble.trace_exporter
+
+
+async def _plan(
+    ensemble: Ensemble,
+    shape: _Shape,
+    texts: Mapping[Task, tuple[str, str]],
+    run: RunContext,
+    inputs: Mapping[str, str],
+) -> RunPlan:
+    """Plan every task of every phase before any task runs."""
+    synthesis = SynthesisLog()
+    synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
+    strategy = ensemble.parallel_error_strategy or ParallelErrorStrategy.FAIL_FAST
+    groups = [item.phase.tasks for item in shape.phases] or [shape.tasks]
+    planned_groups: list[tuple[PlannedTask, ...]] = []
+    first = 1
+    for group in groups:
+        planned_groups.append(
+            await plan_tasks(
+                group,
+                [texts[task] for task in group],
+                llm=ensemble.model,
+                synthesizer=synthesizer,
+                run=run,
+                synthesis=synthesis,
+                first_index=first,
+                total=len(shape.tasks),
+            )
+        )
+        first += len(group)
+    executor: WorkflowExecutor
+    if shape.workflow is not None:
+        executor = executor_for(shape.workflow, strategy)
+    else:
+        executor = PhaseExecutor(
+            [
+                PlannedPhase(item.phase, planned, item.workflow)
+                for item, planned in zip(shape.phases, planned_groups, strict=True)
+            ],
+            strategy,
+        )
+    return RunPlan(
+        name=ensemble.name,
+        workflow_label=shape.workflow.value if shape.workflow else "PHASES",
+        tasks=tuple(task for group in planned_groups for task in group),
+        executor=executor,
+        inputs=inputs,
+        synthesis=synthesis,
+    )
+
+
+async def execute_run(
+    plan: RunPlan, run: RunContext, exporter: TraceExporter | None, *, deadline: float | None
+) -> EnsembleOutput:
+    """Execute the plan. The trace is built from the completed outputs and exported whether
+    the run completes, times out, exits early, fails or is cancelled."""
     record = RunRecord(
-        ensemble_id=ctx.ensemble_id,
+        ensemble_id=run.run_id,
         workflow=plan.workflow_label,
-        capture_mode=ctx.capture_mode,
+        capture_mode=run.capture_mode,
         started_at=datetime.now(UTC),
         inputs=plan.inputs,
         agents=plan.agents(),
+        synthesis=tuple(plan.synthesis.interactions),
+        synthesis_metrics=plan.synthesis.metrics(),
     )
     started = time.perf_counter()
     logger.info(
         "Ensemble run %s starting | %d tasks | %s",
-        ctx.ensemble_id,
+        run.run_id,
         len(plan.tasks),
         plan.workflow_label,
     )
-    if ctx.events.wants("on_ensemble_started"):
-        await ctx.events.emit(
-            EnsembleStartedEvent(
-                ensemble_id=ctx.ensemble_id,
-                workflow=plan.workflow_label,
-                total_tasks=len(plan.tasks),
-                name=plan.name,
+    async with run.events.open():
+        if run.events.wants("on_ensemble_started"):
+            await run.events.emit(
+                EnsembleStartedEvent(
+                    ensemble_id=run.run_id,
+                    workflow=plan.workflow_label,
+                    total_tasks=len(plan.tasks),
+                    name=plan.name,
+                )
             )
-        )
-    try:
-        completed, by_phase = await _run_workflows(plan, ctx)
-    except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
+        try:
+            reason = await _execute(plan, run, deadline)
+        except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
+            duration = timedelta(seconds=time.perf_counter() - started)
+            trace = build_trace(
+                record,
+                run.outputs.completed(),
+                duration=duration,
+                exit_reason=ExitReason.ERROR.value,
+                errors=errors_of(error),
+            )
+            await _finish(run, trace, ExitReason.ERROR, error)
+            await export_trace(exporter, trace)
+            raise
         duration = timedelta(seconds=time.perf_counter() - started)
-        trace = build_trace(
-            record,
-            completed_outputs_of(error),
-            duration=duration,
-            exit_reason=ExitReason.ERROR.value,
-            errors=errors_of(error),
-        )
-        await _finish(ctx, duration, ExitReason.ERROR, error)
-        await export_trace(exporter, trace)
-        raise
-    duration = timedelta(seconds=time.perf_counter() - started)
-    outputs = tuple(completed.values())
-    trace = build_trace(record, outputs, duration=duration, exit_reason=ExitReason.COMPLETED)
-    result = EnsembleOutput(
+        outputs = run.outputs.completed()
+        trace = build_trace(record, outputs, duration=duration, exit_reason=reason.value)
+        await _finish(run, trace, reason, None)
+    await export_trace(exporter, trace)
+    return EnsembleOutput(
         task_outputs=outputs,
         total_duration=duration,
+        exit_reason=reason,
         metrics=trace.metrics,
-        phase_outputs=by_phase,
+        phase_outputs=dict(run.outputs.by_phase),
         trace=trace,
-        _by_task=completed,
+        _by_task=run.outputs.by_task(),
     )
-    await _finish(ctx, duration, ExitReason.COMPLETED, None)
-    await export_trace(exporter, trace)
-    return result
 
 
-async def _run_workflows(
-    plan: RunPlan, ctx: ExecutionContext
-) -> tuple[dict[Task, TaskOutput], dict[str, tuple[TaskOutput, ...]]]:
-    if plan.phases:
-        results = await run_phases(plan.phases, ctx, plan.settings)
-        return results.outputs, results.by_phase
-    if plan.workflow is None:  # a flat plan always has a workflow
-        raise AssertionError("flat run plan without a workflow")
-    return await run_workflow(plan.tasks, plan.workflow, ctx, plan.settings), {}
+async def _execute(plan: RunPlan, run: RunContext, seconds: float | None) -> ExitReason:
+    """COMPLETED, TIMEOUT when the run's deadline expired, or the reason a control-flow
+    signal carries; errors propagate."""
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            await plan.executor.execute(plan.tasks, run)
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        logger.warning(
+            "Run %s reached its %ss deadline; running tasks were cancelled", run.run_id, seconds
+        )
+        return ExitReason.TIMEOUT
+    except BaseException as error:
+        signal = find_signal(error)
+        if signal is None:
+            raise
+        return signal.exit_reason
+    return ExitReason.COMPLETED
 
 
 async def _finish(
-    ctx: ExecutionContext, duration: timedelta, reason: ExitReason, error: BaseException | None
+    run: RunContext, trace: ExecutionTrace, reason: ExitReason, error: BaseException | None
 ) -> None:
-    if ctx.events.wants("on_ensemble_completed"):
-        await ctx.events.emit(
+    if run.events.wants("on_ensemble_completed"):
+        await run.events.emit(
             EnsembleCompletedEvent(
-                ensemble_id=ctx.ensemble_id,
-                duration=duration,
+                ensemble_id=run.run_id,
+                duration=trace.total_duration,
                 exit_reason=reason.value,
                 error=error,
+                total_tokens=trace.metrics.total_tokens,
+                total_tool_calls=trace.metrics.total_tool_calls,
             )
         )

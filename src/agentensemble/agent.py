@@ -9,7 +9,14 @@ from typing import Any
 
 from agentensemble._checks import require_int, require_text
 from agentensemble.errors import ValidationError
-from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
+from agentensemble.models import (
+    ChatModel,
+    ModelSettings,
+    RateLimit,
+    RateLimitedChatModel,
+    resolve_model,
+)
+from agentensemble.models._settings import check_settings
 from agentensemble.tools._resolve import ToolSet, check_tools
 
 __all__ = ["Agent"]
@@ -44,6 +51,8 @@ class Agent:
     """Extra formatting instructions appended to the system prompt."""
     rate_limit: RateLimit | None
     """Limit on this agent's model calls; `llm` is wrapped in its own bucket."""
+    model_settings: ModelSettings | None
+    """Request options for this agent's model calls (a task's own settings win)."""
     tool_set: ToolSet = field(init=False, repr=False, compare=False)
     """The tools resolved for the agent loop (derived from `tools`)."""
 
@@ -61,6 +70,7 @@ class Agent:
         max_iterations: int = 25,
         response_format: str | None = "",
         rate_limit: RateLimit | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         require_text(role, "Agent role must not be blank")
         require_text(goal, "Agent goal must not be blank")
@@ -86,6 +96,7 @@ class Agent:
         set_(self, "max_iterations", max_iterations)
         set_(self, "response_format", response_format or "")
         set_(self, "rate_limit", rate_limit)
+        set_(self, "model_settings", check_settings(model_settings, "Agent"))
         set_(self, "tool_set", tool_set)
 
     def __repr__(self) -> str:

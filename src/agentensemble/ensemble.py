@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._inputs import check_inputs
-from agentensemble._logging import get_logger
 from agentensemble._sync import run_sync
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
@@ -16,25 +15,26 @@ from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
+from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskStartEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
 from agentensemble.observability._exporters import TraceExporter
-from agentensemble.observability._listeners import Callback
+from agentensemble.observability._listeners import CALLBACK_NAMES, Callback, check_listeners
 from agentensemble.options import RunOptions, check_length
 from agentensemble.phase import Phase
 from agentensemble.task import Task
 
 if TYPE_CHECKING:
-    from agentensemble._run import RunPlan
-    from agentensemble._validation import EnsembleShape
-    from agentensemble.execution._context import ExecutionContext
-    from agentensemble.execution._planning import PlannedTask
     from agentensemble.outputs import EnsembleOutput
-    from agentensemble.workflows._dispatch import ParallelSettings
 
 __all__ = ["Ensemble"]
-
-logger = get_logger("agentensemble.ensemble")
-
-_AUTO_EXPORT_DIRECTORY = "traces"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -80,14 +80,22 @@ class Ensemble:
     """Receives every run's trace (FULL capture exports to ``./traces/`` when None)."""
     listeners: Sequence[object] = ()
     """`EnsembleListener` objects (or any objects with some of its methods)."""
-    on_task_start: Callback[Any] | None = None
-    on_task_complete: Callback[Any] | None = None
-    on_task_failed: Callback[Any] | None = None
-    on_tool_call: Callback[Any] | None = None
-    on_token: Callback[Any] | None = None
-    on_delegation_started: Callback[Any] | None = None
-    on_delegation_completed: Callback[Any] | None = None
-    on_delegation_failed: Callback[Any] | None = None
+    on_task_start: Callback[TaskStartEvent] | None = None
+    """Called when a task starts."""
+    on_task_complete: Callback[TaskCompleteEvent] | None = None
+    """Called when a task completes."""
+    on_task_failed: Callback[TaskFailedEvent] | None = None
+    """Called when a task fails."""
+    on_tool_call: Callback[ToolCallEvent] | None = None
+    """Called when a tool call finishes."""
+    on_token: Callback[TokenEvent] | None = None
+    """Called for each streamed piece of an answer."""
+    on_delegation_started: Callback[DelegationStartedEvent] | None = None
+    """Called when a delegation starts."""
+    on_delegation_completed: Callback[DelegationCompletedEvent] | None = None
+    """Called when a delegation completes."""
+    on_delegation_failed: Callback[DelegationFailedEvent] | None = None
+    """Called when a delegation fails."""
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
@@ -107,6 +115,11 @@ class Ensemble:
         if self.llm is not None:
             set_(self, "_model", resolve_model(self.llm, field="Ensemble llm"))
 
+    @property
+    def model(self) -> ChatModel | None:
+        """`llm` resolved to a `ChatModel` (None when the ensemble has no model)."""
+        return self._model
+
     def run(
         self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
     ) -> EnsembleOutput:
@@ -120,138 +133,12 @@ class Ensemble:
 
         Raises `ValidationError` or `PromptTemplateError` before any model call, and
         `TaskExecutionError` or `ParallelExecutionError` (carrying every completed output)
-        when tasks fail.
+        when tasks fail. A run whose `RunOptions.timeout` expires returns the completed
+        outputs with ``exit_reason == ExitReason.TIMEOUT``.
         """
-        from agentensemble._run import execute_run  # the engine loads on first run
+        from agentensemble._run import run_ensemble  # the engine loads on first run
 
-        run_inputs = {**self.inputs, **check_inputs(inputs, "run inputs")}
-        plan = await self._prepare(run_inputs)
-        ctx = self._context(options or RunOptions())
-        return await execute_run(plan, ctx, self._exporter(ctx.capture_mode))
-
-    async def _prepare(self, inputs: Mapping[str, str]) -> RunPlan:
-        """Validate, resolve templates and plan every task: all before any model call."""
-        from agentensemble._run import RunPlan
-        from agentensemble._validation import validate_flat
-
-        if self.tasks and self.phases:
-            raise ValidationError(
-                "Cannot mix tasks and phases on the same Ensemble. Use flat tasks for simple "
-                "pipelines, or phases for named workstreams with parallel execution -- but not "
-                "both on the same ensemble."
-            )
-        if self.phases:
-            return await self._prepare_phases(inputs)
-        tasks, workflow = validate_flat(self.tasks, self.workflow, self._shape())
-        if self.workflow is None:
-            logger.info("Workflow inferred: %s", workflow.value)
-        return RunPlan(
-            name=self.name,
-            workflow=workflow,
-            tasks=await self._plan(tasks, inputs),
-            inputs=inputs,
-            settings=self._parallel_settings(),
-        )
-
-    async def _prepare_phases(self, inputs: Mapping[str, str]) -> RunPlan:
-        from agentensemble._run import RunPlan
-        from agentensemble._validation import validate_phases
-        from agentensemble.workflows._phases import PlannedPhase
-
-        shapes = validate_phases(self.phases, self.workflow, self._shape())
-        total = sum(len(shape.phase.tasks) for shape in shapes)
-        phases: list[PlannedPhase] = []
-        for shape in shapes:
-            first = 1 + sum(len(item.plan) for item in phases)
-            planned = await self._plan(shape.phase.tasks, inputs, first_index=first, total=total)
-            phases.append(PlannedPhase(shape.phase, planned, shape.workflow))
-        return RunPlan(
-            name=self.name,
-            workflow=None,
-            tasks=tuple(task for phase in phases for task in phase.plan),
-            phases=tuple(phases),
-            inputs=inputs,
-            settings=self._parallel_settings(),
-        )
-
-    async def _plan(
-        self, tasks: Sequence[Task], inputs: Mapping[str, str], **numbering: int
-    ) -> tuple[PlannedTask, ...]:
-        from agentensemble.execution._planning import plan_tasks
-        from agentensemble.execution._synthesis import TemplateAgentSynthesizer
-        from agentensemble.models import RateLimitedChatModel
-
-        run_model = self._model
-        if self.rate_limit is not None and run_model is not None:
-            run_model = RateLimitedChatModel(run_model, self.rate_limit)  # one bucket per run
-        return await plan_tasks(
-            tasks,
-            inputs,
-            llm=run_model,
-            raw_llm=self._model,
-            synthesizer=self.agent_synthesizer or TemplateAgentSynthesizer(),
-            **numbering,
-        )
-
-    def _shape(self) -> EnsembleShape:
-        from agentensemble._validation import EnsembleShape
-
-        return EnsembleShape(
-            llm=self._model,
-            rate_limit=self.rate_limit,
-            parallel_error_strategy=self.parallel_error_strategy,
-        )
-
-    def _parallel_settings(self) -> ParallelSettings:
-        from agentensemble.workflows._dispatch import ParallelSettings
-
-        return ParallelSettings(
-            strategy=self.parallel_error_strategy or ParallelErrorStrategy.FAIL_FAST,
-            max_concurrency=self.max_concurrency,
-        )
-
-    def _exporter(self, capture_mode: CaptureMode) -> TraceExporter | None:
-        if self.trace_exporter is None and capture_mode is CaptureMode.FULL:
-            from agentensemble.observability._exporters import JsonTraceExporter
-
-            return JsonTraceExporter(_AUTO_EXPORT_DIRECTORY)
-        return self.trace_exporter
-
-    def _context(self, options: RunOptions) -> ExecutionContext:
-        import uuid
-
-        from agentensemble.execution._context import ExecutionContext
-        from agentensemble.observability._capture import resolve_capture_mode
-        from agentensemble.observability._listeners import EventDispatcher
-
-        return ExecutionContext(
-            ensemble_id=str(uuid.uuid4()),
-            events=EventDispatcher(self._listeners()),
-            verbose=self.verbose,
-            max_tool_output_length=_pick(
-                options.max_tool_output_length, self.max_tool_output_length
-            ),
-            tool_log_truncate_length=_pick(
-                options.tool_log_truncate_length, self.tool_log_truncate_length
-            ),
-            capture_mode=resolve_capture_mode(self.capture_mode),
-            cost_configuration=self.cost_configuration,
-        )
-
-    def _listeners(self) -> list[object]:
-        from agentensemble.observability._listeners import callback_listener
-
-        callbacks = callback_listener(**{name: getattr(self, name) for name in _CALLBACKS})
-        listeners: list[object] = [*self.listeners, *([callbacks] if callbacks else [])]
-        if self.verbose:
-            from agentensemble.observability._console import ConsoleProgress
-
-            listeners.append(ConsoleProgress())
-        return listeners
-
-
-def _pick(override: int | None, default: int) -> int:
-    return default if override is None else override
+        return await run_ensemble(self, inputs, options)
 
 
 def _check_workflow(workflow: object) -> Workflow | None:
@@ -282,7 +169,8 @@ def _check_settings(ensemble: Ensemble) -> None:
             "Ensemble agent_synthesizer must have an async synthesize(description, llm) "
             f"method, got: {synthesizer!r}"
         )
-    for callback in _CALLBACKS:
+    check_listeners(ensemble.listeners, field="Ensemble listeners")
+    for callback in CALLBACK_NAMES:
         value = getattr(ensemble, callback)
         if value is not None and not callable(value):
             raise ValidationError(f"Ensemble {callback} must be callable, got: {value!r}")
@@ -291,18 +179,6 @@ def _check_settings(ensemble: Ensemble) -> None:
         raise ValidationError(
             f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
         )
-
-
-_CALLBACKS = (
-    "on_task_start",
-    "on_task_complete",
-    "on_task_failed",
-    "on_tool_call",
-    "on_token",
-    "on_delegation_started",
-    "on_delegation_completed",
-    "on_delegation_failed",
-)
 
 
 def _check_type(value: object, expected: type, field_name: str) -> None:

@@ -1,27 +1,51 @@
-"""`RunOptions`: per-run overrides of ensemble settings."""
+"""`RunOptions`: settings for one run, and per-run overrides of ensemble settings."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from agentensemble._checks import require_int
+from agentensemble._checks import as_tuple, require_int, require_text
 from agentensemble.errors import ValidationError
+from agentensemble.observability._listeners import check_listeners
 
 __all__ = ["RunOptions"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
-    """Overrides for one run; a field left None keeps the ensemble's value."""
+    """Options for one run; a limit left None keeps the ensemble's value."""
 
     max_tool_output_length: int | None = None
     """Characters of each tool result the model sees; -1 for no limit."""
     tool_log_truncate_length: int | None = None
     """Characters of tool input/output written to logs; -1 for all, 0 for none."""
+    run_id: str | None = None
+    """The run's id (``ensemble_id`` on every event and in the trace); a new UUID when None.
+    Choose one to join the run with your own records, a queue message id say."""
+    timeout: timedelta | float | None = None
+    """A deadline for the whole run (a timedelta, or seconds). When it expires, running
+    tasks are cancelled and the run returns the completed outputs with
+    ``exit_reason == ExitReason.TIMEOUT``."""
+    listeners: Sequence[object] = ()
+    """Listeners for this run only, after the ensemble's own."""
 
     def __post_init__(self) -> None:
         check_length(self.max_tool_output_length, "RunOptions max_tool_output_length")
         check_length(self.tool_log_truncate_length, "RunOptions tool_log_truncate_length")
+        if self.run_id is not None:
+            require_text(self.run_id, "RunOptions run_id must not be blank when set")
+        if self.timeout is not None:
+            _seconds(self.timeout, "RunOptions timeout")
+        listeners = as_tuple(self.listeners, "RunOptions listeners")
+        check_listeners(listeners, field="RunOptions listeners")
+        object.__setattr__(self, "listeners", listeners)
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """`timeout` in seconds (None when unset)."""
+        return None if self.timeout is None else _seconds(self.timeout, "RunOptions timeout")
 
 
 def check_length(value: int | None, field: str) -> None:
@@ -31,3 +55,10 @@ def check_length(value: int | None, field: str) -> None:
     require_int(value, field)
     if value < -1:
         raise ValidationError(f"{field} must be -1 (unlimited) or >= 0, got: {value}")
+
+
+def _seconds(value: object, field: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValidationError(f"{field} must be a positive number of seconds, got: {value!r}")
+    return float(seconds)

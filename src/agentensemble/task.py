@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from agentensemble._checks import as_tuple, require_int, require_text
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
-from agentensemble.models import ChatModel, RateLimit, RateLimitedChatModel, resolve_model
+from agentensemble.models import (
+    ChatModel,
+    ModelSettings,
+    RateLimit,
+    RateLimitedChatModel,
+    resolve_model,
+)
+from agentensemble.models._settings import check_settings
 from agentensemble.tools._agent_tool import AgentTool
 from agentensemble.tools._resolve import check_tools
 
@@ -59,6 +66,8 @@ class Task:
     """Run this code instead of an agent: no model, no tools, no iteration loop."""
     rate_limit: RateLimit | None
     """Limit on this task's model calls, in a bucket of its own."""
+    model_settings: ModelSettings | None
+    """Request options for this task's model calls; they win over the agent's, field by field."""
 
     def __init__(
         self,
@@ -73,6 +82,7 @@ class Task:
         name: str | None = None,
         handler: Handler | None = None,
         rate_limit: RateLimit | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -106,6 +116,7 @@ class Task:
         set_(self, "name", name)
         set_(self, "handler", handler)
         set_(self, "rate_limit", rate_limit)
+        set_(self, "model_settings", check_settings(model_settings, "Task"))
 
     @classmethod
     def of(cls, description: str, expected_output: str | None = None) -> Task:

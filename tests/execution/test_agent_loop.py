@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import re
 import threading
 
 import pytest
@@ -20,11 +21,8 @@ from agentensemble import (
     tool,
     tool_call,
 )
-from agentensemble.execution._agent_loop import AgentRun, execute_agent
-from agentensemble.execution._context import ExecutionContext
+from agentensemble.execution import _tool_calls as tool_calls
 from agentensemble.models import ToolCall, ToolResultMessage
-from agentensemble.observability._listeners import EventDispatcher
-from agentensemble.tools._resolve import ToolSet
 
 STOP = (
     "STOP: Maximum tool iterations (2) reached. You must provide your best final answer "
@@ -273,7 +271,8 @@ def test_failed_tool_calls_log_a_warning(caplog) -> None:
     assert "[Worker] Tool error: nope({}) -> Error: Unknown tool 'nope'" in warning.getMessage()
 
 
-async def test_a_batch_of_tool_calls_that_never_finishes_times_out() -> None:
+async def test_a_batch_of_tool_calls_that_never_finishes_times_out(monkeypatch) -> None:
+    monkeypatch.setattr(tool_calls, "TOOL_BATCH_TIMEOUT", 0.05)
     release = asyncio.Event()
 
     @tool
@@ -284,20 +283,14 @@ async def test_a_batch_of_tool_calls_that_never_finishes_times_out() -> None:
 
     llm = ScriptedModel([[tool_call("hang"), tool_call("hang")]])
     agent = Agent("Waiter", "Wait", llm=llm, tools=[hang])
-    ctx = ExecutionContext(ensemble_id="e", events=EventDispatcher([]))
-    run = AgentRun(
-        agent=agent,
-        description="wait",
-        expected_output="x",
-        tools=ToolSet.of(agent.tools),
-        ctx=ctx,
-        tool_batch_timeout=0.05,
+    with pytest.raises(TaskExecutionError) as caught:
+        await Ensemble(tasks=[Task("wait", "x", agent=agent)]).arun()
+    error = caught.value.__cause__
+    assert isinstance(error, AgentExecutionError)
+    assert re.fullmatch(
+        r"Parallel tool execution for agent 'Waiter' timed out after 0\.000833333 minutes",
+        str(error),
     )
-    with pytest.raises(
-        AgentExecutionError,
-        match=r"Parallel tool execution for agent 'Waiter' timed out after 0\.000833333 minutes",
-    ):
-        await execute_agent(run)
 
 
 def test_metrics_count_calls_and_tokens() -> None:

@@ -42,7 +42,7 @@ def test_an_ensemble_of_handlers_needs_no_model() -> None:
     assert seen[1].expected_output == "Upper case"
     assert seen[1].context_outputs == (output.output_for(fetch_task),)
     metrics = output.task_outputs[0].metrics
-    assert (metrics.input_tokens, metrics.total_tokens, metrics.llm_call_count) == (-1, -1, 0)
+    assert (metrics.input_tokens, metrics.total_tokens, metrics.llm_call_count) == (0, 0, 0)
     assert output.task_outputs[0].tool_call_count == 0
     assert [o.trace.task_index for o in output.task_outputs] == [1, 2]
 

@@ -237,6 +237,7 @@ The sum\
             },
             "total_cost_estimate": None,
             "errors": [],
+            "agent_synthesis": [],
         }
     )
 

@@ -1,21 +1,95 @@
-"""The immutable wiring of one run, handed from the ensemble to workflows and the agent loop."""
+"""The run context (one per run, immutable) and the task context (one per task execution).
+
+Everything a run shares lives in `RunContext`: events, capture mode, cost, limits, its own
+rate-limit buckets, the concurrency bound, and the store of completed outputs that every
+workflow reads context from and that a failed, cancelled or timed-out run is reported from.
+Each task execution gets a `TaskContext` with its ids and depth; `ToolContext` and
+`HandlerContext` are made from it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._listeners import EventDispatcher
+from agentensemble.outputs import TaskOutput
+from agentensemble.tools import ToolContext
 
-__all__ = ["ExecutionContext"]
+if TYPE_CHECKING:
+    import asyncio
+
+    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.task import Task
+
+__all__ = ["RunContext", "RunLimiters", "RunOutputs", "TaskContext"]
+
+
+class RunOutputs:
+    """The outputs a run has completed so far, keyed by the caller's `Task`, in completion
+    order. Workflows read context from it; nothing completed is lost when a run fails."""
+
+    __slots__ = ("_by_task", "by_phase")
+
+    def __init__(self) -> None:
+        self._by_task: dict[Task, TaskOutput] = {}
+        self.by_phase: dict[str, tuple[TaskOutput, ...]] = {}
+        """Outputs of each phase that completed (phased runs)."""
+
+    def record(self, task: Task, output: TaskOutput) -> None:
+        """Store a completed task's output."""
+        self._by_task[task] = output
+
+    def get(self, task: Task) -> TaskOutput | None:
+        """The output of `task`, if it completed."""
+        return self._by_task.get(task)
+
+    def completed(self) -> tuple[TaskOutput, ...]:
+        """Every output so far, in completion order."""
+        return tuple(self._by_task.values())
+
+    def by_task(self) -> dict[Task, TaskOutput]:
+        """A copy of the outputs keyed by task."""
+        return dict(self._by_task)
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimiters:
+    """The rate-limit buckets that belong to one run: the ensemble's, and one per task
+    whose `rate_limit` applies to the ensemble model (not nested in the ensemble's)."""
+
+    ensemble: RateLimiter | None = None
+    by_task: Mapping[Task, RateLimiter] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tasks: Sequence[Task], ensemble_limit: RateLimit | None) -> RunLimiters:
+        """Fresh buckets for one run of `tasks`."""
+        by_task = {
+            task: RateLimiter(task.rate_limit)
+            for task in tasks
+            if task.rate_limit is not None and task.llm is None and task.agent is None
+        }
+        ensemble = RateLimiter(ensemble_limit) if ensemble_limit is not None else None
+        return cls(ensemble, by_task)
+
+    def for_task(self, task: Task) -> RateLimiter | None:
+        """The run's bucket for `task`'s model calls, if the run owns one."""
+        if task.agent is not None or task.llm is not None:
+            return None  # an explicit model carries its own bucket, if any
+        return self.by_task.get(task, self.ensemble)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionContext:
-    """Everything a run shares across its tasks. Built once per run; never mutated."""
+class RunContext:
+    """Everything one run shares across its tasks. Built once per run; never replaced."""
 
-    ensemble_id: str
+    run_id: str
     events: EventDispatcher
     verbose: bool = False
     max_tool_output_length: int = -1
@@ -24,3 +98,55 @@ class ExecutionContext:
     """Characters of tool input/output in logs (-1: all, 0: none)."""
     capture_mode: CaptureMode = CaptureMode.OFF
     cost_configuration: CostConfiguration | None = None
+    limiters: RunLimiters = field(default_factory=RunLimiters)
+    outputs: RunOutputs = field(default_factory=RunOutputs)
+    max_concurrency: int | None = None
+    """Most tasks of the run in flight at once, across phases (None: no limit)."""
+    _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency is not None:
+            import asyncio
+
+            object.__setattr__(self, "_slots", asyncio.Semaphore(self.max_concurrency))
+
+    @contextlib.asynccontextmanager
+    async def task_slot(self) -> AsyncIterator[None]:
+        """Hold one of the run's `max_concurrency` slots while a task of the run executes."""
+        if self._slots is None:
+            yield
+            return
+        async with self._slots:
+            yield
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskContext:
+    """One execution of one planned task: the run it belongs to and its identity."""
+
+    run: RunContext
+    planned: PlannedTask
+    context_outputs: tuple[TaskOutput, ...] = ()
+    """Outputs of the task's context tasks, in declared order."""
+    task_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Unique per task execution in the run."""
+    parent_task_id: str | None = None
+    """The delegating task's id, for a delegated task."""
+    depth: int = 0
+    """0 for a task of the ensemble, +1 per delegation."""
+    tool_context: ToolContext = field(init=False, repr=False)
+    """What `@tool` functions that ask for a `ToolContext` receive."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "tool_context",
+            ToolContext(
+                run_id=self.run.run_id,
+                task_id=self.task_id,
+                parent_task_id=self.parent_task_id,
+                agent_role=self.planned.role,
+                task_description=self.planned.description,
+                depth=self.depth,
+            ),
+        )

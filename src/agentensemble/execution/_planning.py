@@ -1,23 +1,41 @@
-"""Turn the user's tasks into an immutable run plan: resolved text and a resolved agent each.
+"""Turn the user's tasks into an immutable run plan: resolved text, an agent and steps each.
 
 The user's `Task` objects are never changed or copied into the plan's identity: every
 `PlannedTask` keeps its `source`, and outputs are keyed by that source, so context lookups
-and `EnsembleOutput.output_for(task)` work with the caller's own objects.
+and `EnsembleOutput.output_for(task)` work with the caller's own objects. Agent synthesis
+may call a model (`LLMAgentSynthesizer`); those calls are metered into a `SynthesisLog` so
+that the run's metrics and trace count them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from agentensemble.agent import Agent
-from agentensemble.execution._handler import DETERMINISTIC_ROLE
+from agentensemble.execution._agent_loop import run_agent_loop
+from agentensemble.execution._context import RunContext
+from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
+from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
 from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.execution._templates import resolve_template
-from agentensemble.models import ChatModel, RateLimitedChatModel
+from agentensemble.models import (
+    ChatModel,
+    ChatResponse,
+    Message,
+    ModelSettings,
+    RateLimiter,
+    ToolSpec,
+    model_name_of,
+)
+from agentensemble.models._settings import merge_settings
+from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
+from agentensemble.observability._trace import LlmInteraction
 from agentensemble.task import Task
 
-__all__ = ["PlannedTask", "plan_tasks", "resolve_texts"]
+__all__ = ["PlannedTask", "SynthesisLog", "plan_tasks", "resolve_texts", "task_steps"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -36,10 +54,22 @@ class PlannedTask:
     """Expected output after template resolution."""
     agent: Agent | None
     """The agent that runs the task; None for a handler task."""
+    settings: ModelSettings | None = None
+    """Model request options: the agent's, overridden field by field by the task's."""
+    steps: tuple[TaskStep, ...] = ()
+    """What the task runs, in order."""
 
     @property
     def role(self) -> str:
         return self.agent.role if self.agent else DETERMINISTIC_ROLE
+
+
+def task_steps(task: Task, agent: Agent | None) -> tuple[TaskStep, ...]:
+    """The steps a task runs between its start and complete events (BEHAVIOUR 6.1 order);
+    each capability adds its own here."""
+    if agent is None:
+        return (run_handler, finish_output)
+    return (build_prompts, run_agent_loop, finish_output)
 
 
 def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -50,22 +80,41 @@ def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tupl
     ]
 
 
+@dataclass(slots=True)
+class SynthesisLog:
+    """Model calls made while planning (LLM agent synthesis), for the run's trace."""
+
+    interactions: list[LlmInteraction] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+    def metrics(self) -> TaskMetrics | None:
+        """These calls as one more set of metrics for the run's totals (None if none)."""
+        if not self.interactions:
+            return None
+        return TaskMetrics(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=add_known(self.input_tokens, self.output_tokens),
+            llm_latency=timedelta(seconds=self.seconds),
+            llm_call_count=len(self.interactions),
+        )
+
+
 async def plan_tasks(
     tasks: Sequence[Task],
-    inputs: Mapping[str, str],
+    texts: Sequence[tuple[str, str]],
     *,
     llm: ChatModel | None,
-    raw_llm: ChatModel | None = None,
     synthesizer: AgentSynthesizer,
+    run: RunContext,
+    synthesis: SynthesisLog,
     first_index: int = 1,
     total: int | None = None,
 ) -> tuple[PlannedTask, ...]:
-    """Resolve templates for every task first (so a missing variable fails before any model
-    call), then give each task its agent, synthesising one where the task has none.
-
-    `llm` is the ensemble model for this run (rate-limited when the ensemble has a limit);
-    `raw_llm` the same model unwrapped, which a task with its own `rate_limit` wraps anew."""
-    texts = resolve_texts(tasks, inputs)
+    """Give each task (templates already resolved) its agent, synthesising one where the
+    task has none, and its steps. `llm` is the ensemble model."""
     planned = []
     for index, (task, (description, expected)) in enumerate(
         zip(tasks, texts, strict=True), start=first_index
@@ -73,7 +122,7 @@ async def plan_tasks(
         agent = None
         if task.handler is None:
             agent = task.agent or await _synthesize(
-                task, description, _task_model(task, llm, raw_llm or llm), synthesizer
+                task, description, llm, synthesizer, run, synthesis
             )
         planned.append(
             PlannedTask(
@@ -83,28 +132,28 @@ async def plan_tasks(
                 description=description,
                 expected_output=expected,
                 agent=agent,
+                settings=merge_settings(agent.model_settings, task.model_settings)
+                if agent
+                else None,
+                steps=task_steps(task, agent),
             )
         )
     return tuple(planned)
 
 
-def _task_model(
-    task: Task, ensemble_llm: ChatModel | None, raw_llm: ChatModel | None
-) -> ChatModel | None:
-    """Task model, else the raw ensemble model in the task's own bucket, else the ensemble's."""
-    if task.llm is not None:
-        return task.llm
-    if task.rate_limit is not None and raw_llm is not None:
-        return RateLimitedChatModel(raw_llm, task.rate_limit)
-    return ensemble_llm
-
-
 async def _synthesize(
-    task: Task, description: str, llm: ChatModel | None, synthesizer: AgentSynthesizer
+    task: Task,
+    description: str,
+    ensemble_llm: ChatModel | None,
+    synthesizer: AgentSynthesizer,
+    run: RunContext,
+    synthesis: SynthesisLog,
 ) -> Agent:
+    llm = task.llm or ensemble_llm
     if llm is None:  # validation guarantees a model; kept for type narrowing
         raise AssertionError("validated task has no model")
-    persona = await synthesizer.synthesize(description, llm)
+    metered = _MeteredModel(llm, run.limiters.for_task(task), synthesis)
+    persona = await synthesizer.synthesize(description, metered)
     return Agent(
         persona.role,
         persona.goal,
@@ -113,3 +162,49 @@ async def _synthesize(
         tools=task.tools,
         max_iterations=task.max_iterations or 25,
     )
+
+
+class _MeteredModel:
+    """The model as a synthesiser sees it: rate-limited by the run and recorded."""
+
+    def __init__(self, model: ChatModel, limiter: RateLimiter | None, log: SynthesisLog) -> None:
+        self.model = model
+        self.model_name = model_name_of(model)
+        self._limiter = limiter
+        self._log = log
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
+    ) -> ChatResponse:
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        started_at, started = datetime.now(UTC), time.perf_counter()
+        response = await self.model.chat(messages, tools=tools, settings=settings)
+        self._record(response, started_at, time.perf_counter() - started)
+        return response
+
+    def _record(self, response: ChatResponse, started_at: datetime, seconds: float) -> None:
+        log, usage = self._log, response.usage
+        log.seconds += seconds
+        log.input_tokens = add_known(log.input_tokens, usage.input_tokens if usage else None)
+        log.output_tokens = add_known(log.output_tokens, usage.output_tokens if usage else None)
+        log.interactions.append(
+            LlmInteraction(
+                iteration_index=len(log.interactions),
+                started_at=started_at,
+                completed_at=started_at + timedelta(seconds=seconds),
+                latency=timedelta(seconds=seconds),
+                input_tokens=UNKNOWN
+                if usage is None or usage.input_tokens is None
+                else usage.input_tokens,
+                output_tokens=UNKNOWN
+                if usage is None or usage.output_tokens is None
+                else usage.output_tokens,
+                response_type="FINAL_ANSWER",
+                response_text=response.message.text,
+            )
+        )

@@ -1,8 +1,16 @@
-"""The system and user prompts, exactly as the reference implementation builds them."""
+"""The system and user prompts, exactly as the reference implementation builds them.
+
+The user prompt is a list of sections in the BEHAVIOUR 3.2 order. The core adds the
+context, task and expected-output sections; a capability adds its own (memory, review
+feedback, output format...) as a `PromptSection` in its slot, and `build_user_prompt` sorts
+and joins them. Each section's text carries its own separators.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from agentensemble._logging import get_logger
@@ -11,7 +19,7 @@ if TYPE_CHECKING:
     from agentensemble.agent import Agent
     from agentensemble.outputs import TaskOutput
 
-__all__ = ["build_system_prompt", "build_user_prompt"]
+__all__ = ["PromptSection", "PromptSlot", "build_system_prompt", "build_user_prompt"]
 
 logger = get_logger("agentensemble.prompts")
 
@@ -35,16 +43,50 @@ def build_system_prompt(agent: Agent) -> str:
     return "".join(parts).rstrip()
 
 
+class PromptSlot(IntEnum):
+    """Where a section goes in the user prompt (BEHAVIOUR 3.2)."""
+
+    MEMORY = 1
+    CONTEXT = 2
+    LONG_TERM_MEMORY = 3
+    ENTITY_KNOWLEDGE = 4
+    REFLECTION = 5
+    REVISION = 6
+    DIRECTIVES = 7
+    TASK = 8
+    EXPECTED_OUTPUT = 9
+    OUTPUT_FORMAT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSection:
+    """A piece of the user prompt, placed by its slot (sections of one slot keep the order
+    in which they were added)."""
+
+    slot: PromptSlot
+    text: str
+
+
 def build_user_prompt(
-    description: str, expected_output: str, context: Sequence[TaskOutput] = ()
+    description: str,
+    expected_output: str,
+    context: Sequence[TaskOutput] = (),
+    sections: Sequence[PromptSection] = (),
 ) -> str:
-    """Context from previous tasks (if any), then the task and its expected output."""
-    parts: list[str] = []
+    """Every section in slot order: context from previous tasks (if any), the task, its
+    expected output, and whatever sections capabilities added."""
+    core = [
+        PromptSection(PromptSlot.TASK, f"## Task\n{description}"),
+        PromptSection(PromptSlot.EXPECTED_OUTPUT, f"\n\n## Expected Output\n{expected_output}"),
+    ]
     if context:
-        parts.append(_context_section(context))
-    parts.append(f"## Task\n{description}")
-    parts.append(f"\n\n## Expected Output\n{expected_output}")
-    return "".join(parts)
+        core.insert(0, PromptSection(PromptSlot.CONTEXT, _context_section(context)))
+    ordered = sorted((*core, *sections), key=_slot_of) if sections else core
+    return "".join(section.text for section in ordered)
+
+
+def _slot_of(section: PromptSection) -> int:
+    return section.slot
 
 
 def _context_section(context: Sequence[TaskOutput]) -> str:

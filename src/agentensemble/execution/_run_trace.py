@@ -17,8 +17,13 @@ from agentensemble.errors import (
 )
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._exporters import TraceExporter
-from agentensemble.observability._metrics import ExecutionMetrics
-from agentensemble.observability._trace import AgentSummary, ErrorTrace, ExecutionTrace
+from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
+from agentensemble.observability._trace import (
+    AgentSummary,
+    ErrorTrace,
+    ExecutionTrace,
+    LlmInteraction,
+)
 from agentensemble.outputs import TaskOutput
 
 __all__ = ["RunRecord", "build_trace", "completed_outputs_of", "errors_of", "export_trace"]
@@ -36,6 +41,9 @@ class RunRecord:
     started_at: datetime
     inputs: Mapping[str, str]
     agents: Sequence[Agent]
+    synthesis: Sequence[LlmInteraction] = ()
+    """Model calls made while planning."""
+    synthesis_metrics: TaskMetrics | None = None
 
 
 def build_trace(
@@ -47,7 +55,10 @@ def build_trace(
     errors: Sequence[ErrorTrace] = (),
 ) -> ExecutionTrace:
     """The run's trace from its completed outputs (and errors, for a failed run)."""
-    metrics = ExecutionMetrics.of(output.metrics for output in outputs)
+    task_metrics = [output.metrics for output in outputs]
+    if record.synthesis_metrics is not None:
+        task_metrics.append(record.synthesis_metrics)
+    metrics = ExecutionMetrics.of(task_metrics)
     return ExecutionTrace(
         ensemble_id=record.ensemble_id,
         workflow=record.workflow,
@@ -62,6 +73,7 @@ def build_trace(
         metrics=metrics,
         total_cost_estimate=metrics.total_cost_estimate,
         errors=tuple(errors),
+        agent_synthesis=tuple(record.synthesis),
     )
 
 

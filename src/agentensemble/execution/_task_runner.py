@@ -1,32 +1,24 @@
-"""Run one planned task with its events and log context. Shared by every workflow."""
+"""Run one task execution: its steps in order, inside its log context and events."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from agentensemble._logging import get_logger, task_log_context
+from agentensemble._logging import task_log_context
 from agentensemble.errors import TaskExecutionError
-from agentensemble.execution._agent_loop import AgentRun, execute_agent
-from agentensemble.execution._context import ExecutionContext
-from agentensemble.execution._handler import execute_handler
-from agentensemble.execution._planning import PlannedTask
-from agentensemble.observability._events import (
-    TaskCompleteEvent,
-    TaskFailedEvent,
-    TaskStartEvent,
-)
-from agentensemble.outputs import TaskOutput
-from agentensemble.task import Task
+from agentensemble.execution._recorder import TaskRecorder
+from agentensemble.execution._steps import TaskState
+
+if TYPE_CHECKING:
+    from agentensemble.execution._context import RunOutputs, TaskContext
+    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.outputs import TaskOutput
 
 __all__ = ["context_outputs", "run_task"]
 
-logger = get_logger("agentensemble.task")
-
 
 def context_outputs(
-    planned: PlannedTask, completed: Mapping[Task, TaskOutput], *, strict: bool
+    planned: PlannedTask, completed: RunOutputs, *, strict: bool
 ) -> tuple[TaskOutput, ...]:
     """Outputs of the task's context tasks, in declared order.
 
@@ -42,102 +34,30 @@ def context_outputs(
                 f"Context task not yet completed: {dependency.description}",
                 task_description=dependency.description,
                 agent_role=dependency.agent.role if dependency.agent else "",
-                completed_outputs=tuple(completed.values()),
             )
     return tuple(found)
 
 
-async def run_task(
-    planned: PlannedTask, context: Sequence[TaskOutput], ctx: ExecutionContext
-) -> TaskOutput:
-    """Execute one task, firing start/complete/failed events. Failures are re-raised as is."""
-    total = planned.total
-    with task_log_context(planned.index, total, planned.description, planned.role):
-        logger.info(
-            "Task %d/%d starting | Description: %s | Agent: %s",
-            planned.index,
-            total,
-            planned.description[:80],
-            planned.role,
-        )
-        if ctx.events.wants("on_task_start"):
-            await ctx.events.emit(_start_event(planned, total, ctx.ensemble_id))
-        started = time.perf_counter()
+async def run_task(task: TaskContext) -> TaskOutput:
+    """Run the task's steps; fire start/complete/failed events. Failures are re-raised as is.
+
+    A task of the ensemble (depth 0) that completes is recorded in the run's outputs.
+    """
+    planned = task.planned
+    recorder = TaskRecorder(task)
+    state = TaskState(task, recorder)
+    with task_log_context(planned.index, planned.total, planned.description, planned.role):
+        await recorder.task_started()
         try:
-            output = await _execute(planned, context, ctx)
+            for step in planned.steps:
+                await step(state)
         except Exception as error:
-            elapsed = timedelta(seconds=time.perf_counter() - started)
-            if ctx.events.wants("on_task_failed"):
-                failed = _failed_event(planned, total, error, elapsed, ctx.ensemble_id)
-                await ctx.events.emit(failed)
+            await recorder.task_failed(error)
             raise
-        logger.info(
-            "Task %d/%d completed | Duration: %s | Tool calls: %d",
-            planned.index,
-            total,
-            output.duration,
-            output.tool_call_count,
-        )
-        if ctx.events.wants("on_task_complete"):
-            await ctx.events.emit(_complete_event(planned, total, output, ctx.ensemble_id))
-        return output
-
-
-async def _execute(
-    planned: PlannedTask, context: Sequence[TaskOutput], ctx: ExecutionContext
-) -> TaskOutput:
-    if planned.agent is None:
-        handler = planned.source.handler
-        if handler is None:  # planning gives every task an agent or a handler
-            raise AssertionError("planned task has neither agent nor handler")
-        return await execute_handler(
-            handler, planned.description, planned.expected_output, context, index=planned.index
-        )
-    run = AgentRun(
-        agent=planned.agent,
-        description=planned.description,
-        expected_output=planned.expected_output,
-        context=tuple(context),
-        task_index=planned.index,
-        tools=planned.agent.tool_set,
-        ctx=ctx,
-    )
-    return await execute_agent(run)
-
-
-def _start_event(planned: PlannedTask, total: int, run_id: str) -> TaskStartEvent:
-    return TaskStartEvent(
-        task_description=planned.description,
-        agent_role=planned.role,
-        task_index=planned.index,
-        total_tasks=total,
-        ensemble_id=run_id,
-    )
-
-
-def _complete_event(
-    planned: PlannedTask, total: int, output: TaskOutput, run_id: str
-) -> TaskCompleteEvent:
-    return TaskCompleteEvent(
-        task_description=planned.description,
-        agent_role=planned.role,
-        task_output=output,
-        duration=output.duration,
-        task_index=planned.index,
-        total_tasks=total,
-        ensemble_id=run_id,
-    )
-
-
-def _failed_event(
-    planned: PlannedTask, total: int, error: BaseException, elapsed: timedelta, run_id: str
-) -> TaskFailedEvent:
-    return TaskFailedEvent(
-        task_description=planned.description,
-        agent_role=planned.role,
-        cause=error,
-        duration=elapsed,
-        task_index=planned.index,
-        total_tasks=total,
-        ensemble_id=run_id,
-    )
+        output = state.output
+        if output is None:  # every step list ends with a step that sets it
+            raise AssertionError("task steps finished without an output")
+        if task.depth == 0:
+            task.run.outputs.record(planned.source, output)
+        await recorder.task_completed(output)
+    return output

@@ -14,7 +14,13 @@ from agentensemble.models._messages import (
 )
 from agentensemble.models._openai import OpenAIChatModel
 from agentensemble.models._protocol import ChatModel, StreamingChatModel, model_name_of
-from agentensemble.models._rate_limit import Clock, RateLimit, RateLimitedChatModel, SystemClock
+from agentensemble.models._rate_limit import (
+    Clock,
+    RateLimit,
+    RateLimitedChatModel,
+    RateLimiter,
+    SystemClock,
+)
 from agentensemble.models._resolve import resolve_model
 from agentensemble.models._settings import ModelSettings
 from agentensemble.models._testing import (
@@ -39,6 +45,7 @@ __all__ = [
     "OpenAIChatModel",
     "RateLimit",
     "RateLimitedChatModel",
+    "RateLimiter",
     "Reply",
     "ScriptExhaustedError",
     "ScriptedModel",

@@ -46,7 +46,7 @@ class SystemMessage:
     """Instructions for the model."""
 
     text: str
-    type: Literal["system"] = "system"
+    type: Literal["system"] = field(default="system", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class UserMessage:
     """A user turn."""
 
     text: str
-    type: Literal["user"] = "user"
+    type: Literal["user"] = field(default="user", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class AssistantMessage:
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
-    type: Literal["assistant"] = "assistant"
+    type: Literal["assistant"] = field(default="assistant", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class ToolResultMessage:
     tool_call_id: str
     tool_name: str
     text: str
-    type: Literal["tool_result"] = "tool_result"
+    type: Literal["tool_result"] = field(default="tool_result", init=False)
 
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage

@@ -26,9 +26,10 @@ from agentensemble.observability._events import (
     ToolCallEvent,
 )
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
-from agentensemble.observability._listeners import EnsembleListener
+from agentensemble.observability._listeners import EnsembleListener, QueuedListener
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 from agentensemble.observability._otel import OpenTelemetryListener
+from agentensemble.observability._wire import serialize_event
 
 if TYPE_CHECKING:
     from agentensemble.observability._summary import summarize_trace
@@ -58,9 +59,11 @@ _TRACE_NAMES = frozenset(
         "ExecutionTrace",
         "LlmInteraction",
         "PromptTrace",
+        "QueuedListener",
         "TaskTrace",
         "ToolCallTrace",
         "load_trace",
+        "serialize_event",
     }
 )
 
@@ -102,6 +105,7 @@ __all__ = [
     "LlmIterationStartedEvent",
     "OpenTelemetryListener",
     "PromptTrace",
+    "QueuedListener",
     "TaskCompleteEvent",
     "TaskFailedEvent",
     "TaskInputEvent",
@@ -113,5 +117,6 @@ __all__ = [
     "ToolCallTrace",
     "TraceExporter",
     "load_trace",
+    "serialize_event",
     "summarize_trace",
 ]

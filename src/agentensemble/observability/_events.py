@@ -1,12 +1,15 @@
 """Lifecycle events: small frozen dataclasses with a literal `type` discriminator.
 
-The `type` strings are part of the public API (the dashboard's wire protocol uses them).
+The `type` strings are part of the public API. Every event carries `ensemble_id` (the run
+id) and `timestamp` (when it happened, UTC); every task-scoped event also carries `task_id`
+(unique per task execution in the run, delegated workers included) and `parent_task_id` (the
+delegating task's id, else None). `serialize_event` turns any event into its wire message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -31,6 +34,10 @@ __all__ = [
 ]
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnsembleStartedEvent:
     """A run started (after validation and planning, before the first task)."""
@@ -41,7 +48,9 @@ class EnsembleStartedEvent:
     total_tasks: int
     name: str | None = None
     """The ensemble's name, if it has one."""
-    type: Literal["ensemble_started"] = "ensemble_started"
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["ensemble_started"] = field(default="ensemble_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +61,13 @@ class EnsembleCompletedEvent:
     duration: timedelta
     exit_reason: str
     error: BaseException | None = None
-    type: Literal["ensemble_completed"] = "ensemble_completed"
+    total_tokens: int = -1
+    """Tokens over every completed task (-1 when any count is unknown)."""
+    total_tool_calls: int = 0
+    """Tool calls executed over every completed task."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["ensemble_completed"] = field(default="ensemble_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +80,13 @@ class TaskStartEvent:
     total_tasks: int
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["task_start"] = "task_start"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["task_start"] = field(default="task_start", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +104,13 @@ class TaskInputEvent:
     user_prompt: str
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["task_input"] = "task_input"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["task_input"] = field(default="task_input", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +125,13 @@ class TaskCompleteEvent:
     total_tasks: int
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["task_complete"] = "task_complete"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["task_complete"] = field(default="task_complete", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +146,13 @@ class TaskFailedEvent:
     total_tasks: int
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["task_failed"] = "task_failed"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["task_failed"] = field(default="task_failed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,7 +167,13 @@ class LlmIterationStartedEvent:
     model_name: str
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["llm_iteration_started"] = "llm_iteration_started"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["llm_iteration_started"] = field(default="llm_iteration_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +193,13 @@ class LlmIterationCompletedEvent:
     model_name: str
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["llm_iteration_completed"] = "llm_iteration_completed"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["llm_iteration_completed"] = field(default="llm_iteration_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +217,13 @@ class ToolCallEvent:
     tool_call_id: str = ""
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["tool_call"] = "tool_call"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["tool_call"] = field(default="tool_call", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +236,13 @@ class TokenEvent:
     task_index: int
     ensemble_id: str = ""
     """The run this event belongs to."""
-    type: Literal["token"] = "token"
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["token"] = field(default="token", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,7 +255,13 @@ class DelegationStartedEvent:
     task_description: str
     delegation_depth: int
     request: Any
-    type: Literal["delegation_started"] = "delegation_started"
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["delegation_started"] = field(default="delegation_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +273,13 @@ class DelegationCompletedEvent:
     worker_role: str
     response: Any
     duration: timedelta
-    type: Literal["delegation_completed"] = "delegation_completed"
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["delegation_completed"] = field(default="delegation_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,7 +293,13 @@ class DelegationFailedEvent:
     cause: BaseException | None
     response: Any
     duration: timedelta
-    type: Literal["delegation_failed"] = "delegation_failed"
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["delegation_failed"] = field(default="delegation_failed", init=False)
 
 
 Event = (

@@ -1,15 +1,20 @@
-"""`EnsembleListener` and the per-run dispatcher that calls listeners safely."""
+"""`EnsembleListener`, `QueuedListener` and the per-run dispatcher that calls listeners safely."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from agentensemble._calling import call_user_code
 from agentensemble._logging import get_logger
+from agentensemble.errors import ValidationError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from agentensemble.observability._events import (
         DelegationCompletedEvent,
         DelegationFailedEvent,
@@ -27,12 +32,20 @@ if TYPE_CHECKING:
         ToolCallEvent,
     )
 
-__all__ = ["Callback", "EnsembleListener", "EventDispatcher", "callback_listener"]
+__all__ = [
+    "CALLBACK_NAMES",
+    "Callback",
+    "EnsembleListener",
+    "EventDispatcher",
+    "QueuedListener",
+    "callback_listener",
+    "check_listeners",
+]
 
 logger = get_logger("agentensemble.listeners")
 
 E = TypeVar("E")
-Callback = Callable[[E], Any | Awaitable[Any]]
+Callback: TypeAlias = Callable[[E], Any | Awaitable[Any]]
 """A sync or async function receiving one event."""
 
 
@@ -41,10 +54,12 @@ class EnsembleListener:
 
     Order for one agent task: task start, task input, then per model call LLM iteration
     started/completed (tokens in between when streaming), tool calls, then task complete or
-    failed. Sync methods run in a worker thread so they never block the event loop; in
-    parallel runs they may be called from several tasks at once, so guard shared state.
-    Async methods run on the event loop. A listener that raises is logged and never
-    disturbs the run or the other listeners. Listeners belong to one ensemble.
+    failed. `on_event` receives every event, after the event's own method. Sync methods run
+    in a worker thread so they never block the event loop; in parallel runs they may be
+    called from several tasks at once, so guard shared state. Async methods run on the event
+    loop. A listener that raises is logged and never disturbs the run or the other
+    listeners. Listeners belong to one ensemble (or one run, through `RunOptions`); wrap a
+    slow one in `QueuedListener` so that it never holds a run up.
     """
 
     def on_ensemble_started(self, event: EnsembleStartedEvent) -> Any:
@@ -86,6 +101,9 @@ class EnsembleListener:
     def on_delegation_failed(self, event: DelegationFailedEvent) -> Any:
         """A delegation failed."""
 
+    def on_event(self, event: Event) -> Any:
+        """Any event (called after the event's own method)."""
+
 
 METHOD_BY_TYPE = {
     "ensemble_started": "on_ensemble_started",
@@ -104,30 +122,179 @@ METHOD_BY_TYPE = {
 }
 """Listener method for each event `type`."""
 
+CALLBACK_NAMES = (
+    "on_task_start",
+    "on_task_complete",
+    "on_task_failed",
+    "on_tool_call",
+    "on_token",
+    "on_delegation_started",
+    "on_delegation_completed",
+    "on_delegation_failed",
+)
+"""The keyword callbacks an `Ensemble` accepts."""
 
-def callback_listener(**callbacks: Callable[[Any], Any] | None) -> EnsembleListener | None:
+_CATCH_ALL = "on_event"
+LISTENER_METHODS = frozenset((*METHOD_BY_TYPE.values(), _CATCH_ALL))
+"""Every method a listener may define."""
+
+
+class QueuedListener:
+    """Delivers events to `listener` from a bounded queue of its own, so that a slow
+    listener (a dashboard, a network publisher) never holds a run up.
+
+    Events reach the listener in order. When `max_pending` events wait, new ones are
+    dropped and counted (logged once per run, and in a summary when the run ends). When a
+    run ends, the queue gets `drain_timeout` seconds to empty; what is left is dropped.
+    """
+
+    def __init__(
+        self, listener: object, *, max_pending: int = 1000, drain_timeout: float = 5.0
+    ) -> None:
+        check_listeners([listener], field="QueuedListener listener")
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending <= 0:
+            raise ValidationError(f"QueuedListener max_pending must be > 0, got: {max_pending!r}")
+        if not isinstance(drain_timeout, (int, float)) or drain_timeout < 0:
+            raise ValidationError(
+                f"QueuedListener drain_timeout must be >= 0 seconds, got: {drain_timeout!r}"
+            )
+        self.listener = listener
+        self.max_pending = max_pending
+        self.drain_timeout = float(drain_timeout)
+
+    def __repr__(self) -> str:
+        return f"QueuedListener({self.listener!r}, max_pending={self.max_pending})"
+
+
+def callback_listener(**callbacks: Callable[[Any], Any] | None) -> object | None:
     """A listener calling the given keyword callbacks (``on_task_start=fn`` ...), or None."""
     chosen = {name: fn for name, fn in callbacks.items() if fn is not None}
     if not chosen:
         return None
-    listener = EnsembleListener()
-    for name, fn in chosen.items():
-        if name not in METHOD_BY_TYPE.values():
-            raise ValueError(f"Unknown listener callback: {name}")
-        setattr(listener, name, fn)
-    return listener
+    unknown = set(chosen) - LISTENER_METHODS
+    if unknown:
+        raise ValueError(f"Unknown listener callback: {', '.join(sorted(unknown))}")
+    return _Callbacks(chosen)
 
 
-class _Handler(Generic[E]):
-    __slots__ = ("fn", "is_async", "owner")
+class _Callbacks:
+    """The keyword callbacks of an ensemble, looked up by method name."""
 
-    def __init__(self, owner: object, fn: Callable[[E], Any]) -> None:
+    def __init__(self, callbacks: dict[str, Callable[[Any], Any]]) -> None:
+        self.callbacks = callbacks
+
+    def __repr__(self) -> str:
+        return f"callbacks({', '.join(self.callbacks)})"
+
+
+def check_listeners(listeners: Sequence[object], *, field: str) -> None:
+    """Reject objects that handle no event; warn about ``on_*`` names no event uses."""
+    for index, listener in enumerate(listeners):
+        target = listener.listener if isinstance(listener, QueuedListener) else listener
+        if not _handled_methods(target):
+            raise ValidationError(
+                f"{field}[{index}] must be a listener with at least one of "
+                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}"
+            )
+        misspelt = sorted(
+            name
+            for name in dir(type(target))
+            if name.startswith("on_") and name not in LISTENER_METHODS
+        )
+        if misspelt:
+            warnings.warn(
+                f"{type(target).__name__} defines {', '.join(misspelt)}, which no event "
+                f"calls (known: {', '.join(sorted(LISTENER_METHODS))})",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
+def _handled_methods(listener: object) -> list[str]:
+    if isinstance(listener, _Callbacks):
+        return list(listener.callbacks)
+    return [name for name in LISTENER_METHODS if _overrides(listener, name)]
+
+
+def _overrides(listener: object, name: str) -> bool:
+    """Whether the listener's class really handles `name` (the base class's no-ops don't)."""
+    method = getattr(type(listener), name, None)
+    return callable(method) and method is not getattr(EnsembleListener, name, None)
+
+
+class _Handler:
+    """One listener method, and what went wrong with it during this run."""
+
+    __slots__ = ("failures", "fn", "is_async", "method", "owner", "queue")
+
+    def __init__(self, owner: object, method: str, fn: Callable[[Any], Any]) -> None:
         self.owner = owner
+        self.method = method
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.failures = 0
+        self.queue: _Queue | None = None
+
+    async def call(self, event: Event) -> None:
+        try:
+            await call_user_code(self.fn, event, is_async=self.is_async)
+        except Exception:
+            self.failures += 1
+            if self.failures == 1:
+                logger.warning(
+                    "Listener %s raised in %s; the run continues (further failures of this "
+                    "method are counted, not logged)",
+                    _name(self.owner),
+                    self.method,
+                    exc_info=True,
+                )
 
 
-_NO_HANDLERS: dict[str, tuple[_Handler[Any], ...]] = dict.fromkeys(METHOD_BY_TYPE.values(), ())
+def _name(owner: object) -> str:
+    return type(owner).__name__
+
+
+class _Queue:
+    """One run's queue in front of one `QueuedListener`."""
+
+    def __init__(self, config: QueuedListener) -> None:
+        import asyncio
+
+        self.config = config
+        self.items: asyncio.Queue[tuple[_Handler, Event]] = asyncio.Queue(config.max_pending)
+        self.dropped = 0
+
+    def offer(self, handler: _Handler, event: Event) -> None:
+        import asyncio
+
+        try:
+            self.items.put_nowait((handler, event))
+        except asyncio.QueueFull:
+            self.dropped += 1
+            if self.dropped == 1:
+                logger.warning(
+                    "%r is full; dropping events until it catches up", self.config.listener
+                )
+
+    async def deliver(self) -> None:
+        while True:
+            handler, event = await self.items.get()
+            try:
+                await handler.call(event)
+            finally:
+                self.items.task_done()
+
+    async def drain(self) -> None:
+        import asyncio
+
+        try:
+            async with asyncio.timeout(self.config.drain_timeout):
+                await self.items.join()
+        except TimeoutError:
+            self.dropped += self.items.qsize()
+
+
+_NO_HANDLERS: dict[str, tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_TYPE.values(), ())
 
 
 class EventDispatcher:
@@ -135,17 +302,31 @@ class EventDispatcher:
 
     def __init__(self, listeners: Sequence[object]) -> None:
         self.listeners = tuple(listeners)
+        self._queues: list[_Queue] = []
         if not self.listeners:
             self._handlers = _NO_HANDLERS
             return
         self._handlers = {
-            method: tuple(
-                _Handler(listener, getattr(listener, method))
-                for listener in listeners
-                if _overrides(listener, method)
-            )
+            method: tuple(h for listener in self.listeners for h in self._bind(listener, method))
             for method in METHOD_BY_TYPE.values()
         }
+
+    def _bind(self, listener: object, method: str) -> list[_Handler]:
+        queued = listener if isinstance(listener, QueuedListener) else None
+        target = queued.listener if queued else listener
+        handlers = [
+            _Handler(target, name, _lookup(target, name))
+            for name in (method, _CATCH_ALL)
+            if name in _handled_methods(target)
+        ]
+        if queued and handlers:
+            queue = next((q for q in self._queues if q.config is queued), None)
+            if queue is None:
+                queue = _Queue(queued)
+                self._queues.append(queue)
+            for handler in handlers:
+                handler.queue = queue
+        return handlers
 
     def wants(self, method: str) -> bool:
         """Whether any listener handles `method` (lets callers skip building events)."""
@@ -153,26 +334,59 @@ class EventDispatcher:
 
     async def emit(self, event: Event) -> None:
         """Call every handler of the event's type; exceptions are logged, not raised."""
-        method = METHOD_BY_TYPE[event.type]
-        handlers = self._handlers[method]
-        if not handlers:
-            return
-        for handler in handlers:
-            try:
-                await call_user_code(handler.fn, event, is_async=handler.is_async)
-            except Exception:
+        for handler in self._handlers[METHOD_BY_TYPE[event.type]]:
+            if handler.queue is not None:
+                handler.queue.offer(handler, event)
+            else:
+                await handler.call(event)
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> AsyncIterator[None]:
+        """Run the queued listeners' deliveries for the span of a run, then drain them
+        (each within its `drain_timeout`) and report what was lost."""
+        try:
+            if not self._queues:
+                yield
+                return
+            import asyncio
+
+            async with asyncio.TaskGroup() as group:
+                workers = [group.create_task(queue.deliver()) for queue in self._queues]
+                try:
+                    yield
+                finally:
+                    await _drain_all(self._queues, workers)
+        finally:
+            self._report()
+
+    def _report(self) -> None:
+        for handlers in self._handlers.values():
+            for handler in handlers:
+                if handler.failures > 1:
+                    logger.warning(
+                        "Listener %s raised %d times in %s during this run",
+                        _name(handler.owner),
+                        handler.failures,
+                        handler.method,
+                    )
+        for queue in self._queues:
+            if queue.dropped:
                 logger.warning(
-                    "Listener %s raised in %s; the run continues",
-                    type(handler.owner).__name__,
-                    method,
-                    exc_info=True,
+                    "%r dropped %d events during this run", queue.config.listener, queue.dropped
                 )
 
 
-def _overrides(listener: object, name: str) -> bool:
-    """Whether `listener` really handles `name` (the base class's no-ops are skipped)."""
-    if not callable(getattr(listener, name, None)):
-        return False
-    if name in getattr(listener, "__dict__", {}):
-        return True
-    return getattr(type(listener), name, None) is not getattr(EnsembleListener, name)
+async def _drain_all(queues: Sequence[_Queue], workers: Sequence[asyncio.Task[None]]) -> None:
+    try:
+        for queue in queues:
+            await queue.drain()
+    finally:
+        for worker in workers:
+            worker.cancel()
+
+
+def _lookup(listener: object, name: str) -> Callable[[Any], Any]:
+    if isinstance(listener, _Callbacks):
+        return listener.callbacks[name]
+    method: Callable[[Any], Any] = getattr(listener, name)
+    return method

@@ -170,6 +170,8 @@ class ExecutionTrace:
     metrics: ExecutionMetrics
     total_cost_estimate: Decimal | None = None
     errors: tuple[ErrorTrace, ...] = ()
+    agent_synthesis: tuple[LlmInteraction, ...] = ()
+    """Model calls made while planning, to synthesise agents (`LLMAgentSynthesizer`)."""
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """The trace as JSON text."""

@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from agentensemble._calling import call_user_code
 from agentensemble.models import ToolSpec
+from agentensemble.tools._context import ToolContext
 from agentensemble.tools._result import ToolResult, coerce_result, error_text
 
 __all__ = ["AgentTool", "AgentToolAdapter"]
@@ -56,8 +57,10 @@ class AgentToolAdapter:
         """The tool's name, description and one-string-parameter schema."""
         return self._spec
 
-    async def invoke(self, arguments: str) -> ToolResult:
-        """Extract ``input`` from the JSON arguments (or pass them raw) and execute."""
+    async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
+        """Extract ``input`` from the JSON arguments (or pass them raw) and execute.
+
+        An `AgentTool` takes one string, so `context` is not passed on."""
         text = extract_input(arguments)
         try:
             value = await call_user_code(self.agent_tool.execute, text, is_async=self._is_async)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from agentensemble.models import ToolSpec
+from agentensemble.tools._context import ToolContext
 from agentensemble.tools._result import ToolResult
 
 __all__ = ["Tool"]
@@ -18,6 +19,10 @@ class Tool(Protocol):
         """Name, description and JSON Schema shown to the model."""
         ...
 
-    async def invoke(self, arguments: str) -> ToolResult:
-        """Run the tool with the model's raw JSON `arguments`. Never raises for tool errors."""
+    async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
+        """Run the tool with the model's raw JSON `arguments` for the task in `context`
+        (the engine always passes one; tests of a tool alone may leave it out).
+
+        Never raises for tool errors: they come back as a failed `ToolResult`.
+        """
         ...

@@ -3,17 +3,33 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble._calling import call_user_code
+from agentensemble.errors import ValidationError
 from agentensemble.models import ToolSpec
+from agentensemble.tools._context import ToolContext
 from agentensemble.tools._result import ToolResult, coerce_result, error_text
 
 if TYPE_CHECKING:
     import pydantic
 
-__all__ = ["FunctionTool", "tool"]
+__all__ = ["FunctionTool", "check_tool_name", "tool"]
+
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def check_tool_name(name: object, what: str) -> str:
+    """Providers accept tool names matching ``^[a-zA-Z0-9_-]{1,64}$``; reject others early."""
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise ValidationError(
+            f"{what} name must be 1-64 letters, digits, '_' or '-' (what model providers "
+            f"accept), got: {name!r}"
+        )
+    return name
 
 
 class FunctionTool:
@@ -29,10 +45,15 @@ class FunctionTool:
         *,
         name: str | None = None,
         description: str | None = None,
+        timeout: timedelta | float | None = None,
     ) -> None:
+        if not callable(fn):
+            raise ValidationError(f"@tool must decorate a function, got: {fn!r}")
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = check_tool_name(name or fn.__name__, "Tool")
         self.description = description or inspect.getdoc(fn) or f"Call {self.name}."
+        self.timeout: float | None = _timeout_seconds(timeout, self.name)
+        """Seconds one call may take before it fails (None: no limit)."""
         self.is_method = False
         """Set when the tool is defined in a class body (see `__set_name__`)."""
         self._bound_to: object = None
@@ -40,7 +61,10 @@ class FunctionTool:
         self._build_schema()
 
     def _build_schema(self) -> None:
-        self._arguments_model = _arguments_model(self.fn, self.name, skip_first=self.is_method)
+        skip = 1 if self.is_method else 0
+        self._wants_context = _takes_context(self.fn, skip)
+        skip += self._wants_context
+        self._arguments_model = _arguments_model(self.fn, self.name, skip=skip)
         self._spec = ToolSpec(self.name, self.description, _schema(self._arguments_model))
 
     def __repr__(self) -> str:
@@ -68,9 +92,15 @@ class FunctionTool:
         """Name, description and JSON Schema of the arguments."""
         return self._spec
 
-    async def invoke(self, arguments: str) -> ToolResult:
-        """Validate `arguments` against the signature and call the function."""
+    async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
+        """Validate `arguments` against the signature and call the function (with `context`
+        first when its first parameter is annotated `ToolContext`)."""
         import pydantic
+
+        if self._wants_context and context is None:
+            raise TypeError(
+                f"Tool '{self.name}' takes a ToolContext: call invoke(arguments, context)"
+            )
 
         try:
             validated = self._arguments_model.model_validate_json(arguments.strip() or "{}")
@@ -79,21 +109,49 @@ class FunctionTool:
                 f"Invalid arguments for tool '{self.name}': {_describe(error)}"
             )
         kwargs = {field: getattr(validated, field) for field in type(validated).model_fields}
+        leading = (context,) if self._wants_context else ()
         try:
-            value = await call_user_code(self, is_async=self._is_async, **kwargs)
+            value = await self._call(leading, kwargs)
+        except TimeoutError:
+            return ToolResult.failure(
+                f"Tool '{self.name}' timed out after {self.timeout:g}s (its @tool timeout)"
+            )
         except Exception as error:
             return ToolResult.failure(error_text(error))
         return coerce_result(value)
 
+    async def _call(self, leading: tuple[object, ...], kwargs: dict[str, Any]) -> Any:
+        if self.timeout is None:
+            return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
+        import asyncio
 
-def _arguments_model(
-    fn: Callable[..., Any], name: str, *, skip_first: bool
-) -> type[pydantic.BaseModel]:
+        async with asyncio.timeout(self.timeout):
+            return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
+
+
+def _timeout_seconds(timeout: timedelta | float | None, name: str) -> float | None:
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ValidationError(
+            f"Tool '{name}' timeout must be a positive number of seconds, got: {timeout!r}"
+        )
+    return float(seconds)
+
+
+def _takes_context(fn: Callable[..., Any], skip: int) -> bool:
+    """Whether the first parameter after `skip` is annotated `ToolContext`."""
+    parameters = list(inspect.signature(fn).parameters.values())[skip:]
+    if not parameters:
+        return False
+    return _type_hints(fn).get(parameters[0].name) is ToolContext
+
+
+def _arguments_model(fn: Callable[..., Any], name: str, *, skip: int) -> type[pydantic.BaseModel]:
     import pydantic
 
-    parameters = list(inspect.signature(fn).parameters.values())
-    if skip_first and parameters:
-        parameters = parameters[1:]
+    parameters = list(inspect.signature(fn).parameters.values())[skip:]
     hints = _type_hints(fn)
     fields: dict[str, Any] = {}
     for parameter in parameters:
@@ -141,7 +199,10 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -151,17 +212,21 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    timeout: timedelta | float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool of a sync or async function (or method).
 
     The JSON Schema comes from the type hints (any type pydantic understands; use
     ``Annotated[int, Field(description=...)]`` to describe a parameter), the description from
     the docstring. Arguments are validated before the call; validation errors and exceptions
-    go back to the model as ``"Error: ..."`` text so it can correct itself.
+    go back to the model as ``"Error: ..."`` text so it can correct itself. A first parameter
+    annotated `ToolContext` receives the run identity and is not part of the schema.
+    `timeout` (seconds or a timedelta) fails a call that takes longer; a sync tool's thread
+    then finishes in the background, unobserved.
     """
 
     def decorate(function: Callable[..., Any]) -> FunctionTool:
-        return FunctionTool(function, name=name, description=description)
+        return FunctionTool(function, name=name, description=description, timeout=timeout)
 
     if fn is not None:
         return decorate(fn)

@@ -10,7 +10,7 @@ from agentensemble.errors import ValidationError
 from agentensemble.models import ToolSpec
 from agentensemble.tools._agent_tool import AgentTool, AgentToolAdapter
 from agentensemble.tools._base import Tool
-from agentensemble.tools._function import FunctionTool
+from agentensemble.tools._function import FunctionTool, check_tool_name
 
 __all__ = ["ToolSet", "check_tools", "expand_tool", "tool_methods"]
 
@@ -51,7 +51,7 @@ def check_tools(tools: Sequence[object], *, owner: str) -> tuple[tuple[object, .
                 "nor has @tool-annotated methods"
             )
         for item in provided:
-            name = item.spec.name
+            name = check_tool_name(item.spec.name, f"{owner} at index {index}")
             if name in by_name:
                 raise ValidationError(
                     f"{owner} at index {index} reuses tool name '{name}'; tool names must be unique"

@@ -2,149 +2,176 @@
 
 Running tasks are never interrupted. Under FAIL_FAST a failure stops anything new from
 starting; under CONTINUE_ON_ERROR only the dependents of a failure (transitively) are
-skipped. Outputs come back in completion order.
+skipped. Outputs come back in completion order. More tasks may be added while the graph
+runs (`DagRun.add`), from the `on_task_done` hook.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
-from agentensemble.execution._context import ExecutionContext
+from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
 from agentensemble.outputs import TaskOutput
-from agentensemble.task import Task
 
-__all__ = ["run_parallel"]
+if TYPE_CHECKING:
+    import asyncio
+
+    from agentensemble.task import Task
+
+__all__ = ["DagRun", "ParallelExecutor", "TaskDoneHook"]
 
 logger = get_logger("agentensemble.parallel")
 
+TaskDoneHook = Callable[["DagRun", PlannedTask, TaskOutput], None]
+"""Called when a task completes; may add tasks to the running graph."""
 
-@dataclass(slots=True)
-class _Graph:
-    """Dependency bookkeeping for one parallel run."""
 
-    pending: dict[PlannedTask, int]
-    dependents: dict[PlannedTask, list[PlannedTask]]
-    known: dict[Task, TaskOutput]
-    """Every output a task may read as context: prior ones and this run's."""
-    outputs: dict[Task, TaskOutput] = field(default_factory=dict)
-    """This run's outputs, in completion order."""
-    failures: list[tuple[PlannedTask, Exception]] = field(default_factory=list)
-    broken: set[Task] = field(default_factory=set)
-    """Tasks that failed or were skipped."""
+class ParallelExecutor:
+    """Runs tasks as a DAG of their context dependencies."""
 
-    @classmethod
-    def of(cls, plan: Sequence[PlannedTask], prior: Mapping[Task, TaskOutput]) -> _Graph:
-        by_source = {planned.source: planned for planned in plan}
-        pending = dict.fromkeys(plan, 0)
-        dependents: dict[PlannedTask, list[PlannedTask]] = {planned: [] for planned in plan}
-        for planned in plan:
+    def __init__(
+        self,
+        strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST,
+        *,
+        on_task_done: TaskDoneHook | None = None,
+    ) -> None:
+        self.strategy = strategy
+        self.on_task_done = on_task_done
+
+    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+        """Run `plan` (and whatever is added while it runs) as a DAG.
+
+        Raises `TaskExecutionError` (FAIL_FAST: the first failure) or `ParallelExecutionError`
+        (CONTINUE_ON_ERROR), after every running task has finished.
+        """
+        return await DagRun(run, self.strategy, self.on_task_done).execute(plan)
+
+
+class DagRun:
+    """One execution of a task graph."""
+
+    def __init__(
+        self, run: RunContext, strategy: ParallelErrorStrategy, on_task_done: TaskDoneHook | None
+    ) -> None:
+        self.run = run
+        self.strategy = strategy
+        self.on_task_done = on_task_done
+        self.members: dict[Task, PlannedTask] = {}
+        self.pending: dict[PlannedTask, int] = {}
+        self.dependents: dict[Task, list[PlannedTask]] = {}
+        self.settled: set[Task] = set()
+        self.broken: set[Task] = set()
+        """Tasks that failed or were skipped."""
+        self.failures: list[tuple[PlannedTask, Exception]] = []
+        self.outputs: list[TaskOutput] = []
+        self._group: asyncio.TaskGroup | None = None
+
+    async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput, ...]:
+        """Run `plan` and whatever is added meanwhile; raise the failures at the end."""
+        import asyncio
+
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            self.add(plan)
+        self._group = None
+        self._raise_failures()
+        return tuple(self.outputs)
+
+    def add(self, tasks: Sequence[PlannedTask]) -> None:
+        """Add tasks to the running graph. A task waits for those of its context tasks that
+        are in the graph and not yet settled; the others' outputs are read from the run."""
+        if self._group is None:
+            raise RuntimeError("DagRun.add: the graph has finished")
+        for planned in tasks:
+            self.members[planned.source] = planned
+            self.dependents.setdefault(planned.source, [])
+        ready = []
+        for planned in tasks:
+            waiting = 0
             for dependency in dict.fromkeys(planned.source.context):
-                upstream = by_source.get(dependency)
-                if upstream is not None:
-                    pending[planned] += 1
-                    dependents[upstream].append(planned)
-        return cls(pending, dependents, dict(prior))
+                if dependency in self.members and dependency not in self.settled:
+                    waiting += 1
+                    self.dependents[dependency].append(planned)
+            self.pending[planned] = waiting
+            if waiting == 0:
+                ready.append(planned)
+        self._release(ready)
 
-    def roots(self) -> list[PlannedTask]:
-        return [planned for planned, count in self.pending.items() if count == 0]
+    def _should_skip(self, planned: PlannedTask) -> bool:
+        if self.strategy is ParallelErrorStrategy.FAIL_FAST:
+            return bool(self.failures)
+        return any(dependency in self.broken for dependency in planned.source.context)
 
+    def _release(self, ready: list[PlannedTask]) -> None:
+        """Start tasks whose dependencies have settled; skip those that must be skipped and
+        settle them in turn (a work list, so a long chain of skips cannot overflow the stack)."""
+        queue = deque(ready)
+        while queue:
+            planned = queue.popleft()
+            if not self._should_skip(planned):
+                if self._group is not None:
+                    self._group.create_task(self._execute(planned))
+                continue
+            self._skip(planned)
+            queue.extend(self._settle(planned))
 
-async def run_parallel(
-    plan: Sequence[PlannedTask],
-    ctx: ExecutionContext,
-    *,
-    strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST,
-    max_concurrency: int | None = None,
-    prior: Mapping[Task, TaskOutput] | None = None,
-) -> dict[Task, TaskOutput]:
-    """Run `plan` as a DAG; return outputs keyed by source task, in completion order.
+    def _settle(self, finished: PlannedTask) -> list[PlannedTask]:
+        """Mark a task finished (or skipped); return the dependents it made ready."""
+        self.settled.add(finished.source)
+        ready = []
+        for dependent in self.dependents[finished.source]:
+            self.pending[dependent] -= 1
+            if self.pending[dependent] == 0:
+                ready.append(dependent)
+        return ready
 
-    Raises `TaskExecutionError` (FAIL_FAST: the first failure) or `ParallelExecutionError`
-    (CONTINUE_ON_ERROR), after every running task has finished, carrying every output
-    that completed.
-    """
-    import asyncio
-
-    graph = _Graph.of(plan, prior or {})
-    limiter = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-    total = len(plan)
-
-    def should_skip(planned: PlannedTask) -> bool:
-        if strategy is ParallelErrorStrategy.FAIL_FAST:
-            return bool(graph.failures)
-        return any(dependency in graph.broken for dependency in planned.source.context)
-
-    async with asyncio.TaskGroup() as group:
-
-        def settle(finished: PlannedTask) -> None:
-            """Release the dependents of a finished (or skipped) task; cascade skips."""
-            ready = [finished]
-            while ready:
-                for dependent in graph.dependents[ready.pop()]:
-                    graph.pending[dependent] -= 1
-                    if graph.pending[dependent] > 0:
-                        continue
-                    if should_skip(dependent):
-                        _skip(graph, dependent)
-                        ready.append(dependent)
-                    else:
-                        group.create_task(execute(dependent))
-
-        async def execute(planned: PlannedTask) -> None:
-            if limiter is None:
-                await _run_one(graph, planned, ctx)
+    async def _execute(self, planned: PlannedTask) -> None:
+        async with self.run.task_slot():
+            if self._should_skip(planned):  # a failure happened while it waited
+                self._skip(planned)
             else:
-                async with limiter:
-                    if should_skip(planned):  # a failure happened while it waited
-                        _skip(graph, planned)
-                    else:
-                        await _run_one(graph, planned, ctx)
-            settle(planned)
+                await self._run_one(planned)
+        self._release(self._settle(planned))
 
-        for root in graph.roots():
-            group.create_task(execute(root))
+    async def _run_one(self, planned: PlannedTask) -> None:
+        context = context_outputs(planned, self.run.outputs, strict=False)
+        try:
+            output = await run_task(
+                TaskContext(run=self.run, planned=planned, context_outputs=context)
+            )
+        except Exception as error:
+            self.failures.append((planned, error))
+            self.broken.add(planned.source)
+            return
+        self.outputs.append(output)
+        if self.on_task_done is not None:
+            self.on_task_done(self, planned, output)
 
-    _raise_failures(graph, strategy, total)
-    return graph.outputs
+    def _skip(self, planned: PlannedTask) -> None:
+        logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
+        self.broken.add(planned.source)
 
-
-async def _run_one(graph: _Graph, planned: PlannedTask, ctx: ExecutionContext) -> None:
-    context = context_outputs(planned, graph.known, strict=False)
-    try:
-        output = await run_task(planned, context, ctx)
-    except Exception as error:
-        graph.failures.append((planned, error))
-        graph.broken.add(planned.source)
-        return
-    graph.outputs[planned.source] = output
-    graph.known[planned.source] = output
-
-
-def _skip(graph: _Graph, planned: PlannedTask) -> None:
-    logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
-    graph.broken.add(planned.source)
-
-
-def _raise_failures(graph: _Graph, strategy: ParallelErrorStrategy, total: int) -> None:
-    if not graph.failures:
-        return
-    completed = tuple(graph.outputs.values())
-    if strategy is ParallelErrorStrategy.CONTINUE_ON_ERROR:
-        raise ParallelExecutionError(
+    def _raise_failures(self) -> None:
+        if not self.failures:
+            return
+        completed = self.run.outputs.completed()
+        if self.strategy is ParallelErrorStrategy.CONTINUE_ON_ERROR:
+            raise ParallelExecutionError(
+                completed_outputs=completed,
+                failed_task_causes={planned.description: error for planned, error in self.failures},
+                total_tasks=len(self.members),
+            )
+        planned, error = self.failures[0]
+        raise TaskExecutionError(
+            f"Task failed: {planned.description}",
+            task_description=planned.description,
+            agent_role=planned.role,
             completed_outputs=completed,
-            failed_task_causes={planned.description: error for planned, error in graph.failures},
-            total_tasks=total,
-        )
-    planned, error = graph.failures[0]
-    raise TaskExecutionError(
-        f"Task failed: {planned.description}",
-        task_description=planned.description,
-        agent_role=planned.role,
-        completed_outputs=completed,
-    ) from error
+        ) from error

@@ -1,7 +1,8 @@
-"""Phases: a DAG of named task groups, each run with its own workflow.
+"""Phases: a DAG of named task groups, each run with its own workflow's executor.
 
 Every phase is started exactly once, as one coroutine that waits for its predecessors. A
-failed phase skips its successors (transitively) while unrelated phases finish.
+failed phase skips its successors (transitively) while unrelated phases finish. The run's
+`max_concurrency` bounds the tasks of all phases together.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentensemble._logging import get_logger
-from agentensemble.enums import Workflow
-from agentensemble.errors import ParallelExecutionError, TaskExecutionError
-from agentensemble.execution._context import ExecutionContext
+from agentensemble.enums import ParallelErrorStrategy, Workflow
+from agentensemble.errors import TaskExecutionError
+from agentensemble.execution._context import RunContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.outputs import TaskOutput
 from agentensemble.phase import Phase
-from agentensemble.task import Task
-from agentensemble.workflows._dispatch import ParallelSettings, run_workflow
+from agentensemble.workflows._executor import executor_for
 
-__all__ = ["PhaseResults", "PlannedPhase", "run_phases"]
+__all__ = ["PhaseExecutor", "PlannedPhase"]
 
 logger = get_logger("agentensemble.phases")
 
@@ -34,69 +34,67 @@ class PlannedPhase:
 
 
 @dataclass(slots=True)
-class PhaseResults:
-    """Outputs of a phased run."""
-
-    outputs: dict[Task, TaskOutput] = field(default_factory=dict)
-    """Every task output, in completion order."""
-    by_phase: dict[str, tuple[TaskOutput, ...]] = field(default_factory=dict)
+class _Progress:
+    outputs: list[TaskOutput] = field(default_factory=list)
     failures: list[tuple[Phase, Exception]] = field(default_factory=list)
-    partial: list[TaskOutput] = field(default_factory=list)
-    """Outputs completed inside phases that then failed."""
     broken: set[Phase] = field(default_factory=set)
 
 
-async def run_phases(
-    phases: Sequence[PlannedPhase], ctx: ExecutionContext, settings: ParallelSettings
-) -> PhaseResults:
-    """Run the phase DAG; raise the first phase failure once every runnable phase is done."""
-    import asyncio
+class PhaseExecutor:
+    """Runs the phase DAG, each phase with the executor of its workflow."""
 
-    results = PhaseResults()
-    done = {item.phase: asyncio.Event() for item in phases}
+    def __init__(
+        self,
+        phases: Sequence[PlannedPhase],
+        strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST,
+    ) -> None:
+        self.phases = tuple(phases)
+        self.strategy = strategy
 
-    async def run(item: PlannedPhase) -> None:
-        for before in item.phase.after:
-            await done[before].wait()
+    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+        """Run every phase (`plan` is their tasks); raise the first phase failure once every
+        runnable phase is done."""
+        import asyncio
+
+        progress = _Progress()
+        done = {item.phase: asyncio.Event() for item in self.phases}
+
+        async def start(item: PlannedPhase) -> None:
+            for before in item.phase.after:
+                await done[before].wait()
+            try:
+                if any(before in progress.broken for before in item.phase.after):
+                    logger.info("Phase '%s' skipped: a phase it runs after failed", item.phase.name)
+                    progress.broken.add(item.phase)
+                    return
+                await self._run_phase(item, run, progress)
+            finally:
+                done[item.phase].set()
+
+        async with asyncio.TaskGroup() as group:
+            for item in self.phases:
+                group.create_task(start(item))
+        _raise_first_failure(progress, run)
+        return tuple(progress.outputs)
+
+    async def _run_phase(self, item: PlannedPhase, run: RunContext, progress: _Progress) -> None:
+        logger.info("Phase '%s' starting | %d tasks", item.phase.name, len(item.plan))
+        executor = executor_for(item.workflow, self.strategy)
         try:
-            if any(before in results.broken for before in item.phase.after):
-                logger.info("Phase '%s' skipped: a phase it runs after failed", item.phase.name)
-                results.broken.add(item.phase)
-                return
-            await _run_phase(item, ctx, settings, results)
-        finally:
-            done[item.phase].set()
-
-    async with asyncio.TaskGroup() as group:
-        for item in phases:
-            group.create_task(run(item))
-    _raise_first_failure(results)
-    return results
+            outputs = await executor.execute(item.plan, run)
+        except Exception as error:
+            progress.failures.append((item.phase, error))
+            progress.broken.add(item.phase)
+            return
+        progress.outputs.extend(outputs)
+        run.outputs.by_phase[item.phase.name] = outputs
 
 
-async def _run_phase(
-    item: PlannedPhase, ctx: ExecutionContext, settings: ParallelSettings, results: PhaseResults
-) -> None:
-    logger.info("Phase '%s' starting | %d tasks", item.phase.name, len(item.plan))
-    try:
-        outputs = await run_workflow(
-            item.plan, item.workflow, ctx, settings, prior=dict(results.outputs)
-        )
-    except Exception as error:
-        results.failures.append((item.phase, error))
-        results.broken.add(item.phase)
-        if isinstance(error, (TaskExecutionError, ParallelExecutionError)):
-            results.partial.extend(error.completed_outputs)
+def _raise_first_failure(progress: _Progress, run: RunContext) -> None:
+    if not progress.failures:
         return
-    results.outputs.update(outputs)
-    results.by_phase[item.phase.name] = tuple(outputs.values())
-
-
-def _raise_first_failure(results: PhaseResults) -> None:
-    if not results.failures:
-        return
-    phase, error = results.failures[0]
-    completed = (*results.outputs.values(), *results.partial)
+    phase, error = progress.failures[0]
+    completed = run.outputs.completed()
     if isinstance(error, TaskExecutionError):
         raise TaskExecutionError(
             str(error),

@@ -2,42 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from agentensemble.errors import TaskExecutionError
-from agentensemble.execution._context import ExecutionContext
+from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
 from agentensemble.outputs import TaskOutput
-from agentensemble.task import Task
 
-__all__ = ["run_sequential"]
+__all__ = ["SequentialExecutor"]
 
 
-async def run_sequential(
-    plan: Sequence[PlannedTask],
-    ctx: ExecutionContext,
-    *,
-    prior: Mapping[Task, TaskOutput] | None = None,
-) -> dict[Task, TaskOutput]:
-    """Run `plan` in order; return outputs keyed by source task, in completion order.
+class SequentialExecutor:
+    """Runs tasks in order; a failure raises `TaskExecutionError` carrying every output the
+    run completed before it."""
 
-    `prior` seeds outputs of tasks that ran earlier (other phases) for context lookups.
-    A failure raises `TaskExecutionError` carrying every output completed before it.
-    """
-    known: dict[Task, TaskOutput] = dict(prior or {})
-    completed: dict[Task, TaskOutput] = {}
-    for planned in plan:
-        context = context_outputs(planned, known, strict=True)
-        try:
-            output = await run_task(planned, context, ctx)
-        except Exception as error:
-            raise TaskExecutionError(
-                f"Task failed: {planned.description}",
-                task_description=planned.description,
-                agent_role=planned.role,
-                completed_outputs=tuple(completed.values()),
-            ) from error
-        completed[planned.source] = output
-        known[planned.source] = output
-    return completed
+    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+        """Run `plan` in order; return its outputs."""
+        outputs: list[TaskOutput] = []
+        for planned in plan:
+            context = context_outputs(planned, run.outputs, strict=True)
+            try:
+                async with run.task_slot():
+                    output = await run_task(
+                        TaskContext(run=run, planned=planned, context_outputs=context)
+                    )
+            except Exception as error:
+                raise TaskExecutionError(
+                    f"Task failed: {planned.description}",
+                    task_description=planned.description,
+                    agent_role=planned.role,
+                    completed_outputs=run.outputs.completed(),
+                ) from error
+            outputs.append(output)
+        return tuple(outputs)

@@ -1,0 +1,70 @@
+"""A task is an ordered list of steps over one `TaskState` (BEHAVIOUR 6.1).
+
+The order a capability's step takes: input guardrails, before-review, memory retrieval,
+prompts, the agent loop (or the handler), structured parsing, output guardrails,
+after-review, memory storage. Each capability contributes its steps from its own module
+through `task_steps` (in planning); the runner (`run_task`) only runs them in order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from agentensemble.execution._prompts import PromptSection, build_system_prompt, build_user_prompt
+from agentensemble.observability._trace import PromptTrace
+
+if TYPE_CHECKING:
+    from agentensemble.execution._context import TaskContext
+    from agentensemble.execution._recorder import TaskRecorder
+    from agentensemble.outputs import TaskOutput
+
+__all__ = ["TaskState", "TaskStep", "build_prompts", "finish_output"]
+
+
+@dataclass(slots=True)
+class TaskState:
+    """What one task execution has produced so far; the steps read and extend it."""
+
+    task: TaskContext
+    recorder: TaskRecorder
+    prompt_sections: list[PromptSection] = field(default_factory=list)
+    """Sections capabilities add to the user prompt (memory, review feedback...)."""
+    prompts: PromptTrace | None = None
+    raw: str = ""
+    """The answer text (the agent's final answer, or the handler's output)."""
+    parsed: Any = None
+    """The structured result, when there is one."""
+    output: TaskOutput | None = None
+    """Set by the last body step; later steps may replace it."""
+
+
+TaskStep: TypeAlias = Callable[[TaskState], Awaitable[None]]
+"""One step of a task: reads and extends the state, or raises to fail the task."""
+
+
+async def build_prompts(state: TaskState) -> None:
+    """The system and user prompts, recorded and announced (``on_task_input``)."""
+    started = time.perf_counter()
+    task, planned = state.task, state.task.planned
+    if planned.agent is None:  # planning gives every agent-path task an agent
+        raise AssertionError("prompt step on a task without an agent")
+    prompts = PromptTrace(
+        system=build_system_prompt(planned.agent),
+        user=build_user_prompt(
+            planned.description,
+            planned.expected_output,
+            task.context_outputs,
+            state.prompt_sections,
+        ),
+    )
+    state.prompts = prompts
+    tool_names = tuple(spec.name for spec in planned.agent.tool_set.specs)
+    await state.recorder.prompts_ready(prompts, time.perf_counter() - started, tool_names)
+
+
+async def finish_output(state: TaskState) -> None:
+    """The task's output from what the earlier steps produced."""
+    state.output = state.recorder.output(state.raw, state.parsed)

@@ -1,0 +1,132 @@
+"""Answering one batch of tool calls: admission against the iteration limit, concurrent
+execution, and one result message per call in request order (BEHAVIOUR 6.2)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from agentensemble._logging import get_logger
+from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
+from agentensemble.models import ToolCall, ToolResultMessage
+from agentensemble.tools import ToolResult
+
+if TYPE_CHECKING:
+    from agentensemble.execution._agent_loop import AgentLoop
+    from agentensemble.observability._trace import ToolCallTrace
+
+__all__ = ["STOP_MESSAGE", "answer_calls", "truncate_for_model"]
+
+logger = get_logger("agentensemble.agent")
+
+STOP_MESSAGE = (
+    "STOP: Maximum tool iterations ({max}) reached. You must provide your best final answer "
+    "now based on information gathered so far."
+)
+_STOPS_BEFORE_FAILURE = 3
+TOOL_BATCH_TIMEOUT = 300.0
+"""Seconds a batch of concurrent tool calls may take."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Executed:
+    result: ToolResult
+    trace: ToolCallTrace
+
+
+async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> tuple[ToolCallTrace, ...]:
+    """Run the admitted calls concurrently and answer every call, in request order.
+
+    Raises `MaxIterationsExceededError` at the third STOP, after running the calls admitted
+    before it (the error counts executed calls).
+    """
+    admitted, failure = _admit_all(loop, calls)
+    executed = iter(
+        await _execute_all(loop, [c for c, ok in zip(calls, admitted, strict=True) if ok])
+    )
+    if failure is not None:
+        raise failure
+    stop_text = STOP_MESSAGE.format(max=loop.max_iterations)
+    limit = loop.task.run.max_tool_output_length
+    traces = []
+    for call, ok in zip(calls, admitted, strict=True):
+        if ok:
+            outcome = next(executed)
+            traces.append(outcome.trace)
+            text = truncate_for_model(outcome.result.text_for_model, limit)
+        else:
+            traces.append(loop.recorder.tool_call_skipped(call, stop_text))
+            text = stop_text
+        loop.messages.append(ToolResultMessage(call.id, call.name, text))
+    return tuple(traces)
+
+
+def _admit_all(
+    loop: AgentLoop, calls: Sequence[ToolCall]
+) -> tuple[list[bool], MaxIterationsExceededError | None]:
+    """Count each call against the limit; a call over it gets a STOP instead. The third
+    STOP ends admission with the error to raise."""
+    admitted: list[bool] = []
+    for _ in calls:
+        if loop.tool_calls_made < loop.max_iterations:
+            loop.tool_calls_made += 1
+            admitted.append(True)
+            continue
+        loop.stop_count += 1
+        if loop.stop_count >= _STOPS_BEFORE_FAILURE:
+            return admitted + [False] * (len(calls) - len(admitted)), MaxIterationsExceededError(
+                agent_role=loop.role,
+                task_description=loop.task.planned.description,
+                max_iterations=loop.max_iterations,
+                tool_calls_made=loop.tool_calls_made,
+            )
+        logger.warning(
+            "Agent '%s' exceeded max iterations (%d). Stop message sent (%d/%d).",
+            loop.role,
+            loop.max_iterations,
+            loop.stop_count,
+            _STOPS_BEFORE_FAILURE,
+        )
+        admitted.append(False)
+    return admitted, None
+
+
+async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Executed]:
+    """One call runs inline; several run concurrently within `TOOL_BATCH_TIMEOUT`."""
+    if len(calls) <= 1:
+        return [await _execute(loop, call) for call in calls]
+    import asyncio
+
+    try:
+        async with asyncio.timeout(TOOL_BATCH_TIMEOUT), asyncio.TaskGroup() as group:
+            running = [group.create_task(_execute(loop, call)) for call in calls]
+    except TimeoutError:
+        minutes = TOOL_BATCH_TIMEOUT / 60
+        raise AgentExecutionError(
+            f"Parallel tool execution for agent '{loop.role}' timed out after {minutes:g} minutes",
+            agent_role=loop.role,
+            task_description=loop.task.planned.description,
+        ) from None
+    return [task.result() for task in running]
+
+
+async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
+    started_at, started = datetime.now(UTC), time.perf_counter()
+    tool = loop.tools.by_name.get(call.name)
+    if tool is None:
+        result = ToolResult.failure(f"Unknown tool '{call.name}'")
+    else:
+        result = await tool.invoke(call.arguments, loop.task.tool_context)
+    seconds = time.perf_counter() - started
+    trace = await loop.recorder.tool_call_completed(call, result, started_at, seconds)
+    return _Executed(result, trace)
+
+
+def truncate_for_model(text: str, limit: int) -> str:
+    """Cut tool output the model sees to `limit` characters (-1: no limit), with a note."""
+    if limit < 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [truncated, full length: {len(text)} chars]"

@@ -1,0 +1,39 @@
+"""The protocol every workflow executor implements, and the executor for each workflow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from agentensemble.enums import ParallelErrorStrategy, Workflow
+
+if TYPE_CHECKING:
+    from agentensemble.execution._context import RunContext
+    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.outputs import TaskOutput
+
+__all__ = ["WorkflowExecutor", "executor_for"]
+
+
+class WorkflowExecutor(Protocol):
+    """Runs planned tasks within one run.
+
+    Every output is recorded in ``run.outputs`` as its task completes (context is read from
+    there too), so whatever stops the executor (a failure, a cancellation, the run's
+    deadline, an exit-early signal) loses nothing that completed. Task failures raise
+    `TaskExecutionError` or `ParallelExecutionError` once running tasks have settled.
+    """
+
+    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+        """Run `plan`; return its outputs in completion order."""
+        ...
+
+
+def executor_for(workflow: Workflow, strategy: ParallelErrorStrategy) -> WorkflowExecutor:
+    """The executor of a flat workflow (validated to be SEQUENTIAL or PARALLEL)."""
+    from agentensemble.workflows._parallel import ParallelExecutor
+    from agentensemble.workflows._sequential import SequentialExecutor
+
+    if workflow is Workflow.PARALLEL:
+        return ParallelExecutor(strategy)
+    return SequentialExecutor()
