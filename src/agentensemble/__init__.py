@@ -1,6 +1,7 @@
 """agentensemble: orchestrate teams of LLM agents."""
 
 from agentensemble._quick import arun, run
+from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble
 from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
@@ -28,9 +29,11 @@ from agentensemble.models import (
     ChatModel,
     ChatResponse,
     FunctionModel,
+    ModelSettings,
     OpenAIChatModel,
     RateLimit,
     RateLimitedChatModel,
+    RateLimiter,
     ScriptedModel,
     SystemMessage,
     ToolCall,
@@ -55,6 +58,7 @@ from agentensemble.observability import (
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
     OpenTelemetryListener,
+    QueuedListener,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskInputEvent,
@@ -68,7 +72,7 @@ from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.phase import Phase
 from agentensemble.task import Task
-from agentensemble.tools import AgentTool, ToolResult, tool
+from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 
 __all__ = [
     "Agent",
@@ -99,6 +103,7 @@ __all__ = [
     "LlmIterationCompletedEvent",
     "LlmIterationStartedEvent",
     "MaxIterationsExceededError",
+    "ModelSettings",
     "OpenAIChatModel",
     "OpenTelemetryListener",
     "ParallelErrorStrategy",
@@ -106,9 +111,11 @@ __all__ = [
     "Persona",
     "Phase",
     "PromptTemplateError",
+    "QueuedListener",
     "RateLimit",
     "RateLimitTimeoutError",
     "RateLimitedChatModel",
+    "RateLimiter",
     "RunOptions",
     "ScriptedModel",
     "SystemMessage",
@@ -125,6 +132,7 @@ __all__ = [
     "TokenEvent",
     "ToolCall",
     "ToolCallEvent",
+    "ToolContext",
     "ToolExecutionError",
     "ToolResult",
     "ToolResultMessage",

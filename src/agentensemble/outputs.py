@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,17 +48,23 @@ class TaskOutput:
         )
 
     def parsed(self, type_: type[T]) -> T:
-        """`parsed_output` checked to be a `type_`.
+        """`parsed_output` checked (strictly, by pydantic) to be a `type_`: a class, or a
+        generic such as ``list[int]`` or ``dict[str, Model]``.
 
         Raises ValueError when there is no parsed output, TypeError when it is another type.
         """
+        import pydantic
+
         if self.parsed_output is None:
             raise ValueError(f"Task '{self.task_description}' has no parsed output")
-        if not isinstance(self.parsed_output, type_):
+        try:
+            checked: T = _adapter(type_).validate_python(self.parsed_output, strict=True)
+        except pydantic.ValidationError as error:
             raise TypeError(
-                f"Parsed output is {type(self.parsed_output).__name__}, not {type_.__name__}"
-            )
-        return self.parsed_output
+                f"Parsed output is {type(self.parsed_output).__name__}, not "
+                f"{_type_name(type_)}: {error.errors(include_url=False)[0]['msg']}"
+            ) from None
+        return checked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -112,6 +119,27 @@ class EnsembleOutput:
     def output_for(self, task: Task) -> TaskOutput | None:
         """The output of `task`, the very object you passed in (identity, not equality)."""
         return self._by_task.get(task)
+
+
+def _adapter(type_: Any) -> Any:
+    """A pydantic TypeAdapter for `type_`, made once per (hashable) type."""
+    try:
+        return _cached_adapter(type_)
+    except TypeError:  # an unhashable type form
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(type_)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_adapter(type_: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(type_)
+
+
+def _type_name(type_: Any) -> str:
+    return type_.__name__ if isinstance(type_, type) else repr(type_)
 
 
 def _clip(text: str, limit: int = 60) -> str:
