@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
-from types import MappingProxyType
 from typing import Any
 
 from agentensemble._checks import require_int
@@ -55,7 +54,7 @@ class ModelSettings:
             )
         if not isinstance(self.extra, Mapping):
             raise ValidationError(f"ModelSettings extra must be a mapping, got: {self.extra!r}")
-        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+        object.__setattr__(self, "extra", dict(self.extra))  # our own copy
 
     @property
     def timeout_seconds(self) -> float | None:
@@ -66,15 +65,16 @@ class ModelSettings:
         """These settings with every field `override` sets replacing ours (``extra`` merged)."""
         if override is None:
             return self
-        changes: dict[str, Any] = {
-            item.name: getattr(override, item.name)
+        merged: dict[str, Any] = {
+            item.name: _pick(getattr(override, item.name), getattr(self, item.name))
             for item in fields(self)
-            if item.name != "extra" and getattr(override, item.name) is not None
+            if item.name != "extra"
         }
-        return ModelSettings(
-            **{**{item.name: getattr(self, item.name) for item in fields(self)}, **changes},
-            extra={**self.extra, **override.extra},
-        )
+        return ModelSettings(**merged, extra={**self.extra, **override.extra})
+
+
+def _pick(override: object, base: object) -> object:
+    return base if override is None else override
 
 
 def merge_settings(*layers: ModelSettings | None) -> ModelSettings | None:
