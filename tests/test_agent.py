@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from agentensemble import Agent, ScriptedModel, ValidationError, tool
@@ -58,7 +60,7 @@ class EchoTool:
         ),
     ],
 )
-def test_validation_messages(kwargs: dict, message: str) -> None:
+def test_validation_messages(kwargs: dict[str, Any], message: str) -> None:
     role, goal = kwargs.pop("role"), kwargs.pop("goal")
     with pytest.raises(ValidationError) as caught:
         Agent(role, goal, **kwargs)

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from agentensemble._demo import search_notes
@@ -6,7 +8,9 @@ from agentensemble.cli import main
 from .integration.openai_server import OpenAIServer, OpenAIStub, ToolCalls
 
 
-def test_demo_runs_offline_and_says_so_first(capsys, monkeypatch) -> None:
+def test_demo_runs_offline_and_says_so_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("AGENTENSEMBLE_MODEL", raising=False)
     assert main(["demo"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -18,13 +22,15 @@ def test_demo_runs_offline_and_says_so_first(capsys, monkeypatch) -> None:
     assert lines[-1].startswith("2 tasks, 1 tool call, 3 model calls, ")
 
 
-def test_demo_topic_flows_through_the_template(capsys) -> None:
+def test_demo_topic_flows_through_the_template(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--topic", "solar power"]) == 0
     assert "Photovoltaic module prices fell" in capsys.readouterr().out
 
 
 @pytest.mark.integration
-def test_demo_against_a_provider_named_by_the_environment(capsys, monkeypatch) -> None:
+def test_demo_against_a_provider_named_by_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     stub = OpenAIStub(
         [ToolCalls([("c1", "search_notes", '{"query": "honeybees"}')]), "- fact one", "An article."]
     )
@@ -37,7 +43,7 @@ def test_demo_against_a_provider_named_by_the_environment(capsys, monkeypatch) -
     assert stub.requests[1]["messages"][3]["content"].startswith("A colony has one queen")
 
 
-def test_a_bad_model_string_is_a_clear_error(capsys) -> None:
+def test_a_bad_model_string_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--model", "gpt-4o"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -49,7 +55,9 @@ def test_search_notes_tool() -> None:
     assert search_notes("volcanoes").startswith("No notes found for 'volcanoes'")
 
 
-def test_trace_show_prints_a_readable_summary(tmp_path, capsys) -> None:
+def test_trace_show_prints_a_readable_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["demo", "--trace", str(tmp_path)]) == 0
     (trace_file,) = tmp_path.iterdir()
     capsys.readouterr()
@@ -67,7 +75,9 @@ def test_trace_show_prints_a_readable_summary(tmp_path, capsys) -> None:
     assert lines[-1].startswith("Totals: 3 model calls · 1 tool call · ")
 
 
-def test_trace_show_of_a_missing_or_broken_file(tmp_path, capsys) -> None:
+def test_trace_show_of_a_missing_or_broken_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["trace", "show", str(tmp_path / "absent.json")]) == 2
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema_version": "1.1"}')

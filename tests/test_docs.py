@@ -33,6 +33,6 @@ def test_every_document_has_examples() -> None:
 
 
 @pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
-def test_example_runs(script: Path, capsys) -> None:
+def test_example_runs(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runpy.run_path(str(script), run_name="__main__")
     assert capsys.readouterr().out.strip()

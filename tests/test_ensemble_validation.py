@@ -1,5 +1,8 @@
 """Run-time validation: every rule raises before any model call."""
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from agentensemble import (
@@ -90,7 +93,7 @@ def test_context_task_missing_from_the_ensemble_under_sequential() -> None:
 def test_element_that_is_not_a_task() -> None:
     llm = model()
     assert_fails_before_any_model_call(
-        Ensemble(tasks=[Task("ok"), "Write a poem"], llm=llm),
+        Ensemble(tasks=[Task("ok"), "Write a poem"], llm=llm),  # type: ignore[list-item]
         llm,
         "Ensemble tasks[1] must be a Task, got: str",
     )
@@ -132,14 +135,15 @@ def test_missing_template_variables_fail_before_any_model_call() -> None:
         ({"llm": 3.5}, "Ensemble llm must be a ChatModel"),
     ],
 )
-def test_field_errors_name_the_field_and_value(kwargs: dict, message: str) -> None:
+def test_field_errors_name_the_field_and_value(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         Ensemble(**kwargs)
     assert str(caught.value).startswith(message)
 
 
 def test_workflow_accepts_its_name_case_insensitively() -> None:
-    assert Ensemble(workflow="sequential").workflow is Workflow.SEQUENTIAL
+    # Ensemble.workflow is annotated `Workflow | None`, but names are accepted at run time.
+    assert Ensemble(workflow="sequential").workflow is Workflow.SEQUENTIAL  # type: ignore[arg-type]
 
 
 def test_run_options_are_validated() -> None:
@@ -164,17 +168,17 @@ def test_quick_run_arguments() -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: Task("x", context=5), "Task context must be a list, got: int"),
-        (lambda: Ensemble(tasks=5), "Ensemble tasks must be a list, got: int"),
+        (lambda: Task("x", context=5), "Task context must be a list, got: int"),  # type: ignore[arg-type]
+        (lambda: Ensemble(tasks=5), "Ensemble tasks must be a list, got: int"),  # type: ignore[arg-type]
         (lambda: Ensemble(listeners="progress"), "Ensemble listeners must be a list, got: str"),
-        (lambda: Ensemble(on_task_start=5), "Ensemble on_task_start must be callable, got: 5"),
+        (lambda: Ensemble(on_task_start=5), "Ensemble on_task_start must be callable, got: 5"),  # type: ignore[arg-type]
         (
-            lambda: Ensemble(agent_synthesizer=object()),
+            lambda: Ensemble(agent_synthesizer=object()),  # type: ignore[arg-type]
             "Ensemble agent_synthesizer must have an async synthesize(description, llm) method",
         ),
     ],
 )
-def test_wrong_types_are_validation_errors(make, message: str) -> None:
+def test_wrong_types_are_validation_errors(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         make()
     assert str(caught.value).startswith(message)

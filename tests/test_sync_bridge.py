@@ -1,4 +1,6 @@
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
 import agentensemble
 from agentensemble import Ensemble, ScriptedModel, Task
@@ -27,7 +29,11 @@ async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
 
     import pytest
 
-    from agentensemble import FunctionModel
+    from agentensemble import FunctionModel, ToolSpec
+    from agentensemble.models import Message
+
+    main_thread_id = threading.main_thread().ident
+    assert main_thread_id is not None
 
     # Like a notebook kernel: Ctrl-C raises KeyboardInterrupt in the waiting main thread.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -35,9 +41,10 @@ async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
     reached_model = threading.Event()
     cancelled = threading.Event()
 
-    async def endless(messages, tools):
+    # Any, not NoReturn: only cancellation ends this, but mypy cannot see that the wait never ends.
+    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
         reached_model.set()
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C
+        signal.pthread_kill(main_thread_id, signal.SIGINT)  # Ctrl-C
         try:  # never set: only cancellation ends this (the timeout only stops a regression)
             await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
         except asyncio.CancelledError:

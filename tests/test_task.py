@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from agentensemble import Agent, ScriptedModel, Task, ValidationError, tool
@@ -37,7 +39,7 @@ def search(query: str) -> str:
         (("d",), {"llm": "nope"}, "Task llm string must look like 'provider:model'"),
     ],
 )
-def test_validation_messages(args: tuple, kwargs: dict, message: str) -> None:
+def test_validation_messages(args: tuple[Any, ...], kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         Task(*args, **kwargs)
     assert str(caught.value).startswith(message)

@@ -4,6 +4,8 @@ import asyncio
 import logging
 import re
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,16 @@ from agentensemble import (
     tool_call,
 )
 from agentensemble.execution import _tool_calls as tool_calls
-from agentensemble.models import ToolCall, ToolResultMessage
+from agentensemble.models import (
+    AssistantMessage,
+    ChatModel,
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+)
+from agentensemble.outputs import EnsembleOutput
 
 STOP = (
     "STOP: Maximum tool iterations (2) reached. You must provide your best final answer "
@@ -44,11 +55,17 @@ def _reset() -> None:
     executed.clear()
 
 
-def tool_results(request) -> list[str]:
+def tool_results(request: ModelRequest) -> list[str]:
     return [m.text for m in request.messages if isinstance(m, ToolResultMessage)]
 
 
-def run_one(llm, *, tools=(lookup,), max_iterations=25, **ensemble_kwargs):
+def run_one(
+    llm: ChatModel,
+    *,
+    tools: Sequence[object] = (lookup,),
+    max_iterations: int = 25,
+    **ensemble_kwargs: Any,
+) -> EnsembleOutput:
     agent = Agent("Worker", "Work", llm=llm, tools=list(tools), max_iterations=max_iterations)
     return Ensemble(tasks=[Task("Do the work", agent=agent)], **ensemble_kwargs).run()
 
@@ -125,7 +142,9 @@ async def test_tool_calls_of_one_turn_run_concurrently_and_answer_in_request_ord
         ("slow", "slow done"),
         ("fast", "fast done"),
     ]
-    calls = llm.requests[1].messages[2].tool_calls
+    assistant = llm.requests[1].messages[2]
+    assert isinstance(assistant, AssistantMessage)
+    calls = assistant.tool_calls
     assert [m.tool_call_id for m in results] == [c.id for c in calls]
 
 
@@ -175,7 +194,9 @@ def test_tool_problems_go_back_to_the_model_as_text(call: ToolCall, seen_by_mode
     assert output.task_outputs[0].tool_call_count == 1
 
 
-def test_an_empty_answer_becomes_empty_text_with_a_warning(caplog) -> None:
+def test_an_empty_answer_becomes_empty_text_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     output = run_one(ScriptedModel(["   "]), tools=())
     assert output.raw == ""
     assert "Agent 'Worker' returned empty response for task 'Do the work'" in caplog.text
@@ -187,7 +208,7 @@ def test_a_model_error_fails_the_task_and_keeps_earlier_outputs() -> None:
 
     calls = 0
 
-    def flaky(messages, tools):
+    def flaky(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         nonlocal calls
         calls += 1
         if calls == 2:
@@ -217,7 +238,9 @@ def test_tool_calls_without_tools_are_taken_as_a_final_answer() -> None:
 
 class TestToolOutputLimits:
     @staticmethod
-    def run_with(limit_kwargs: dict, options: RunOptions | None = None):
+    def run_with(
+        limit_kwargs: dict[str, Any], options: RunOptions | None = None
+    ) -> tuple[str, ToolCallEvent]:
         @tool
         def long() -> str:
             """Twelve characters."""
@@ -257,21 +280,23 @@ class TestToolOutputLimits:
         (-1, 'Tool call: lookup({"key": "abc"}) -> value of abc'),
     ],
 )
-def test_tool_log_truncation(caplog, limit: int, expected: str) -> None:
+def test_tool_log_truncation(caplog: pytest.LogCaptureFixture, limit: int, expected: str) -> None:
     caplog.set_level(logging.INFO, logger="agentensemble")
     run_one(ScriptedModel([tool_call("lookup", key="abc"), "ok"]), tool_log_truncate_length=limit)
     line = next(r for r in caplog.records if "Tool call:" in r.getMessage())
     assert f"[Worker] {expected} [" in line.getMessage()
 
 
-def test_failed_tool_calls_log_a_warning(caplog) -> None:
+def test_failed_tool_calls_log_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     run_one(ScriptedModel([ToolCall("c", "nope", "{}"), "ok"]))
     warning = next(r for r in caplog.records if "Tool error:" in r.getMessage())
     assert warning.levelno == logging.WARNING
     assert "[Worker] Tool error: nope({}) -> Error: Unknown tool 'nope'" in warning.getMessage()
 
 
-async def test_a_batch_of_tool_calls_that_never_finishes_times_out(monkeypatch) -> None:
+async def test_a_batch_of_tool_calls_that_never_finishes_times_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(tool_calls, "TOOL_BATCH_TIMEOUT", 0.05)
     release = asyncio.Event()
 

@@ -1,6 +1,8 @@
 """Deterministic (handler) tasks (BEHAVIOUR §9.6)."""
 
 import asyncio
+from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -18,6 +20,8 @@ from agentensemble import (
     ValidationError,
     Workflow,
 )
+from agentensemble.models import UserMessage
+from agentensemble.observability import TaskTrace
 
 
 def test_an_ensemble_of_handlers_needs_no_model() -> None:
@@ -44,7 +48,7 @@ def test_an_ensemble_of_handlers_needs_no_model() -> None:
     metrics = output.task_outputs[0].metrics
     assert (metrics.input_tokens, metrics.total_tokens, metrics.llm_call_count) == (0, 0, 0)
     assert output.task_outputs[0].tool_call_count == 0
-    assert [o.trace.task_index for o in output.task_outputs] == [1, 2]
+    assert [cast(TaskTrace, o.trace).task_index for o in output.task_outputs] == [1, 2]
 
 
 def test_handlers_and_agents_mix() -> None:
@@ -53,7 +57,9 @@ def test_handlers_and_agents_mix() -> None:
     summary = Task("Summarise the number", context=[numbers])
     output = Ensemble(tasks=[numbers, summary], llm=llm).run()
     assert output.raw == "summary"
-    assert "### (deterministic): Compute\n42" in llm.requests[0].messages[1].text
+    prompt = llm.requests[0].messages[1]
+    assert isinstance(prompt, UserMessage)
+    assert "### (deterministic): Compute\n42" in prompt.text
 
 
 class Shout:
@@ -89,10 +95,13 @@ def test_an_agent_tool_as_handler_gets_the_last_context_output_or_the_descriptio
         ),
     ],
 )
-def test_handler_failures(handler, message: str) -> None:
+def test_handler_failures(handler: Callable[[HandlerContext], object], message: str) -> None:
     with pytest.raises(TaskExecutionError) as caught:
         Ensemble(
-            tasks=[Task("Ok", handler=lambda ctx: "fine"), Task("Load", handler=handler)],
+            tasks=[
+                Task("Ok", handler=lambda ctx: "fine"),
+                Task("Load", handler=handler),  # type: ignore[arg-type]  # None or a float, on purpose
+            ],
             workflow=Workflow.SEQUENTIAL,
         ).run()
     cause = caught.value.__cause__
@@ -106,7 +115,7 @@ def test_a_failing_handler_in_parallel_loses_no_other_output() -> None:
     ensemble = Ensemble(
         tasks=[
             Task("A", handler=lambda ctx: "a"),
-            Task("B", handler=lambda ctx: None),
+            Task("B", handler=lambda ctx: None),  # type: ignore[arg-type]  # returns null
             Task("C", handler=lambda ctx: "c"),
         ],
         workflow=Workflow.PARALLEL,
@@ -148,7 +157,7 @@ def test_a_failing_handler_in_parallel_loses_no_other_output() -> None:
         ),
     ],
 )
-def test_handler_exclusivity(kwargs: dict, message: str) -> None:
+def test_handler_exclusivity(kwargs: dict[str, Any], message: str) -> None:
     if kwargs.get("agent") == "agent":
         from agentensemble import Agent
 
@@ -162,4 +171,4 @@ def test_a_handler_must_be_callable() -> None:
     with pytest.raises(
         ValidationError, match="Task handler must be a callable or an AgentTool, got: int"
     ):
-        Task("x", handler=5)
+        Task("x", handler=5)  # type: ignore[arg-type]

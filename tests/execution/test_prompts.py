@@ -1,5 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from inline_snapshot import snapshot
 
 from agentensemble import Agent, ScriptedModel, TaskOutput
@@ -86,7 +87,7 @@ An article\
 """)
 
 
-def test_large_context_is_warned_about_but_not_cut(caplog) -> None:
+def test_large_context_is_warned_about_but_not_cut(caplog: pytest.LogCaptureFixture) -> None:
     big = output("R", "Big task", "x" * 10_001)
     prompt = build_user_prompt("Use it", "Summary", [big])
     assert "x" * 10_001 in prompt

@@ -1,3 +1,6 @@
+from collections.abc import Sequence
+from typing import NoReturn
+
 import pytest
 
 from agentensemble import (
@@ -10,7 +13,7 @@ from agentensemble import (
     tool,
 )
 from agentensemble.execution._synthesis import template_persona
-from agentensemble.models import SystemMessage
+from agentensemble.models import Message, SystemMessage, ToolSpec
 
 
 @pytest.mark.parametrize(
@@ -79,7 +82,9 @@ def test_llm_synthesiser_uses_the_models_persona() -> None:
 
 
 @pytest.mark.parametrize("reply", ["no json here", '{"role": "", "goal": "x"}', "{broken"])
-def test_llm_synthesiser_falls_back_to_the_template(reply: str, caplog) -> None:
+def test_llm_synthesiser_falls_back_to_the_template(
+    reply: str, caplog: pytest.LogCaptureFixture
+) -> None:
     llm = ScriptedModel([reply, "done"])
     output = Ensemble(
         tasks=[Task("Review the code")], llm=llm, agent_synthesizer=LLMAgentSynthesizer()
@@ -89,7 +94,7 @@ def test_llm_synthesiser_falls_back_to_the_template(reply: str, caplog) -> None:
 
 
 def test_llm_synthesiser_does_not_hide_model_errors() -> None:
-    def broken(messages, tools):
+    def broken(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> NoReturn:
         raise PermissionError("invalid api key")
 
     with pytest.raises(PermissionError, match="invalid api key"):

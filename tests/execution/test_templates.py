@@ -2,6 +2,7 @@ import pytest
 
 from agentensemble import Ensemble, PromptTemplateError, ScriptedModel, Task
 from agentensemble.execution import resolve_template
+from agentensemble.models import UserMessage
 
 
 @pytest.mark.parametrize(
@@ -22,7 +23,7 @@ from agentensemble.execution import resolve_template
         ("{{a}}{b}", {"b": "{{a}}"}, "{a}{{a}}"),
     ],
 )
-def test_resolution(template: str, inputs: dict | None, expected: str) -> None:
+def test_resolution(template: str, inputs: dict[str, str | None] | None, expected: str) -> None:
     assert resolve_template(template, inputs) == expected
 
 
@@ -56,8 +57,11 @@ def test_run_inputs_override_ensemble_inputs_and_tasks_are_not_changed() -> None
     output = ensemble.run(inputs={"audience": "experts"})
 
     assert output.task_outputs[0].task_description == "Research bees for experts"
-    assert "## Expected Output\nNotes on bees" in llm.requests[0].messages[1].text
+    first_prompt, second_prompt = llm.requests[0].messages[1], llm.requests[1].messages[1]
+    assert isinstance(first_prompt, UserMessage)
+    assert isinstance(second_prompt, UserMessage)
+    assert "## Expected Output\nNotes on bees" in first_prompt.text
     assert first.description == "Research {topic} for {audience}"
     assert output.output_for(first) is output.task_outputs[0]
     assert output.output_for(second) is output.task_outputs[1]
-    assert "Research bees for experts" in llm.requests[1].messages[1].text
+    assert "Research bees for experts" in second_prompt.text

@@ -90,7 +90,7 @@ def _chunks(reply: str | ToolCalls, usage: tuple[int, int]) -> Iterator[dict[str
     base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     if isinstance(reply, str):
         for index in range(0, len(reply), 4):
-            delta = {"content": reply[index : index + 4]}
+            delta: dict[str, Any] = {"content": reply[index : index + 4]}
             yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
     else:
         for position, (call_id, name, arguments) in enumerate(reply.calls):
@@ -173,6 +173,7 @@ class OpenAIServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server: a host name, never bytes
         return f"http://{host}:{port}/v1"
 
     def __enter__(self) -> OpenAIServer:

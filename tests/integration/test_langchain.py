@@ -67,8 +67,11 @@ def test_tool_calls_through_the_adapter() -> None:
     assert RecordingFakeModel.bound[0][0]["function"]["name"] == "shout"
     second = RecordingFakeModel.seen[1]
     assert [type(m) for m in second] == [SystemMessage, HumanMessage, AIMessage, ToolMessage]
-    assert second[2].tool_calls[0]["args"] == {"text": "hi"}
-    assert (second[3].content, second[3].tool_call_id) == ("HI", "t1")
+    assistant, tool_result = second[2], second[3]
+    assert isinstance(assistant, AIMessage)
+    assert isinstance(tool_result, ToolMessage)
+    assert assistant.tool_calls[0]["args"] == {"text": "hi"}
+    assert (tool_result.content, tool_result.tool_call_id) == ("HI", "t1")
 
 
 def test_models_without_bind_tools_are_not_bound_when_no_tools_are_offered() -> None:

@@ -79,6 +79,7 @@ def test_a_provider_error_fails_the_task_with_the_cause() -> None:
         with pytest.raises(TaskExecutionError) as caught:
             Ensemble(tasks=[Task("Say hi")], llm=model).run()
     cause = caught.value.__cause__
+    assert cause is not None
     assert type(cause).__name__ == "AgentExecutionError"
     assert "Agent 'Agent' failed:" in str(cause)
     assert type(cause.__cause__).__name__ == "AuthenticationError"
@@ -95,6 +96,7 @@ async def test_streaming_text_through_the_sdk() -> None:
     assert len(deltas) == len(range(0, len(text), 4))
     assert isinstance(final, ChatResponse)
     assert final.message.text == text
+    assert final.usage is not None
     assert (final.usage.input_tokens, final.usage.output_tokens) == (11, 7)
     assert stub.requests[0]["stream"] is True
 
@@ -125,7 +127,9 @@ def test_a_request_that_exceeds_the_timeout_fails_the_task() -> None:
                 Ensemble(tasks=[Task("Answer slowly")], llm=model).run()
         finally:
             hang.release.set()
-    provider_error = caught.value.__cause__.__cause__
+    agent_error = caught.value.__cause__
+    assert agent_error is not None
+    provider_error = agent_error.__cause__
     assert type(provider_error).__name__ == "APITimeoutError"
 
 

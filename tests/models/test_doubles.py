@@ -1,4 +1,5 @@
 import json
+from collections.abc import Sequence
 
 import pytest
 
@@ -6,6 +7,7 @@ from agentensemble.models import (
     AssistantMessage,
     ChatResponse,
     FunctionModel,
+    Message,
     ScriptedModel,
     ScriptExhaustedError,
     SystemMessage,
@@ -68,10 +70,10 @@ async def test_streaming_reassembles_the_exact_answer() -> None:
 
 
 async def test_function_model_sync_and_async() -> None:
-    def sync_fn(messages, tools):
+    def sync_fn(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         return f"{len(messages)} messages"
 
-    async def async_fn(messages, tools):
+    async def async_fn(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ToolCall:
         return tool_call("lookup", key="k")
 
     assert (await FunctionModel(sync_fn).chat(MESSAGES)).message.text == "2 messages"

@@ -1,6 +1,7 @@
 """Token-bucket rate limiting (BEHAVIOUR §12), observed through an injected clock."""
 
 import asyncio
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from agentensemble import (
     ValidationError,
     Workflow,
 )
-from agentensemble.models import UserMessage
+from agentensemble.models import Message, ToolSpec, UserMessage
 
 
 class FakeClock:
@@ -39,16 +40,22 @@ class FakeClock:
         self.now = max(self.now, wake)
 
 
-def timed_model(clock: FakeClock) -> FunctionModel:
+class TimedModel(FunctionModel):
+    """A `FunctionModel` with the `.times` that `timed_model` records."""
+
+    times: list[float]
+
+
+def timed_model(clock: FakeClock) -> TimedModel:
     """A model that records the virtual time of each call in `.times`."""
     times: list[float] = []
 
-    def reply(messages, tools):
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         times.append(round(clock.now, 6))
         return "ok"
 
-    model = FunctionModel(reply)
-    model.times = times  # type: ignore[attr-defined]
+    model = TimedModel(reply)
+    model.times = times
     return model
 
 
@@ -56,13 +63,13 @@ def timed_model(clock: FakeClock) -> FunctionModel:
     ("make", "message"),
     [
         (lambda: RateLimit(0, timedelta(seconds=1)), "RateLimit requests must be > 0, got: 0"),
-        (lambda: RateLimit(5, None), "RateLimit period must not be null"),
+        (lambda: RateLimit(5, None), "RateLimit period must not be null"),  # type: ignore[arg-type]
         (lambda: RateLimit(5, timedelta(0)), "RateLimit period must be positive, got: 0:00:00"),
         (lambda: RateLimit(5, -2), "RateLimit period must be positive, got: -1 day, 23:59:58"),
         (lambda: RateLimit.per_minute(-1), "RateLimit requests must be > 0, got: -1"),
     ],
 )
-def test_invalid_limits(make, message: str) -> None:
+def test_invalid_limits(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         make()
     assert str(caught.value) == message
@@ -97,8 +104,10 @@ async def test_concurrent_callers_are_served_in_arrival_order() -> None:
     clock = FakeClock()
     order: list[int] = []
 
-    async def reply(messages, tools):
-        order.append(int(messages[0].text))
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        message = messages[0]
+        assert isinstance(message, UserMessage)
+        order.append(int(message.text))
         return "ok"
 
     limited = RateLimitedChatModel(FunctionModel(reply), RateLimit.per_second(4, clock=clock))
@@ -155,7 +164,9 @@ def test_agent_and_task_models_are_wrapped_at_build_time() -> None:
     assert isinstance(agent.llm, RateLimitedChatModel)
     assert isinstance(task.llm, RateLimitedChatModel)
     assert agent.llm is not agent.copy().llm  # a copy gets its own bucket
-    assert not isinstance(agent.copy().llm.model, RateLimitedChatModel)
+    copied = agent.copy().llm
+    assert isinstance(copied, RateLimitedChatModel)
+    assert not isinstance(copied.model, RateLimitedChatModel)
     shared = RateLimitedChatModel(ScriptedModel([]), limit)
     assert Agent("B", "G", llm=shared).copy(role="C").llm is shared  # a shared bucket stays
     assert Task("U", llm=shared).copy(description="V").llm is shared

@@ -15,7 +15,7 @@ def test_openai_string() -> None:
     assert (model.model, model.base_url) == ("gpt-4o-mini", None)
 
 
-def test_ollama_string_uses_its_openai_compatible_endpoint(monkeypatch) -> None:
+def test_ollama_string_uses_its_openai_compatible_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OLLAMA_BASE_URL", raising=False)
     model = resolve_model("ollama:llama3.2", field="llm")
     assert isinstance(model, OpenAIChatModel)
@@ -28,7 +28,7 @@ def test_openai_compatible_with_inline_base_url() -> None:
     assert (model.model, model.base_url) == ("qwen2.5", "http://127.0.0.1:8000/v1")
 
 
-def test_openai_compatible_takes_base_url_from_environment(monkeypatch) -> None:
+def test_openai_compatible_takes_base_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     model = resolve_model("openai-compatible:m", field="llm")
     assert isinstance(model, OpenAIChatModel)

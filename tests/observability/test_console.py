@@ -3,6 +3,8 @@
 import io
 import re
 
+import pytest
+
 from agentensemble import (
     ConsoleProgress,
     CostConfiguration,
@@ -58,7 +60,7 @@ def test_rich_output_on_a_terminal() -> None:
     assert "■ completed in" in text
 
 
-def test_verbose_ensembles_show_progress(capsys) -> None:
+def test_verbose_ensembles_show_progress(capsys: pytest.CaptureFixture[str]) -> None:
     Ensemble(tasks=[Task("Say hi")], llm=ScriptedModel(["hi"]), verbose=True).run()
     err = capsys.readouterr().err
     assert "● [1/1] Agent: Say hi" in err

@@ -1,32 +1,50 @@
 """Event payloads and ordering (BEHAVIOUR §14)."""
 
 import asyncio
+from typing import TypeVar
 
 import pytest
 
 from agentensemble import (
     Agent,
     Ensemble,
+    EnsembleCompletedEvent,
     EnsembleListener,
+    EnsembleStartedEvent,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
     ScriptedModel,
     Task,
+    TaskCompleteEvent,
     TaskExecutionError,
+    TaskInputEvent,
+    TaskStartEvent,
+    TokenEvent,
     Usage,
     Workflow,
     tool,
     tool_call,
 )
+from agentensemble.observability import Event
 from agentensemble.observability._listeners import METHOD_BY_TYPE
+
+E = TypeVar("E")
 
 
 class Recorder(EnsembleListener):
     """Records (event type, short detail) for every event, from sync and async methods."""
 
     def __init__(self) -> None:
-        self.events: list[object] = []
+        self.events: list[Event] = []
 
-    async def record(self, event) -> None:
+    async def record(self, event: Event) -> None:
         self.events.append(event)
+
+    def at(self, index: int, kind: type[E]) -> E:
+        """The event at `index`, which must be a `kind`."""
+        event = self.events[index]
+        assert isinstance(event, kind), event
+        return event
 
     def types(self) -> list[str]:
         return [event.type for event in self.events]
@@ -74,23 +92,25 @@ def test_sequential_order_for_an_agent_task_with_a_tool() -> None:
         "task_complete",
         "ensemble_completed",
     ]
-    started, first_input = recorder.events[0], recorder.events[2]
+    started = recorder.at(0, EnsembleStartedEvent)
+    first_input = recorder.at(2, TaskInputEvent)
     assert (started.workflow, started.total_tasks) == ("SEQUENTIAL", 2)
     assert first_input.tool_names == ("lookup",)
     assert first_input.user_prompt == "## Task\nFirst\n\n## Expected Output\n" + (
         Task.of("x").expected_output
     )
     assert first_input.system_prompt.startswith("You are Worker.")
-    iteration = recorder.events[4]
+    iteration = recorder.at(4, LlmIterationCompletedEvent)
     assert (iteration.iteration_index, iteration.response_type) == (0, "TOOL_CALLS")
     assert (iteration.input_tokens, iteration.output_tokens) == (5, 2)
     assert iteration.model_name == "ScriptedModel"
-    assert len(recorder.events[6].messages) == 4  # system, user, assistant, tool result
-    assert recorder.events[8].response_type == "FINAL_ANSWER"
-    assert recorder.events[7].token == "done"
+    second_call = recorder.at(6, LlmIterationStartedEvent)
+    assert len(second_call.messages) == 4  # system, user, assistant, tool result
+    assert recorder.at(8, LlmIterationCompletedEvent).response_type == "FINAL_ANSWER"
+    assert recorder.at(7, TokenEvent).token == "done"
     run_ids = {getattr(e, "ensemble_id", None) for e in recorder.events}
     assert len(run_ids) == 1
-    assert recorder.events[-1].exit_reason == "COMPLETED"
+    assert recorder.at(-1, EnsembleCompletedEvent).exit_reason == "COMPLETED"
 
 
 def test_parallel_runs_keep_each_tasks_events_in_order() -> None:
@@ -119,7 +139,7 @@ def test_a_failed_run_ends_with_an_error_completion_event() -> None:
     with pytest.raises(TaskExecutionError) as caught:
         Ensemble(tasks=[Task("Doomed")], llm=ScriptedModel([]), listeners=[recorder]).run()
     assert recorder.types()[-2:] == ["task_failed", "ensemble_completed"]
-    completed = recorder.events[-1]
+    completed = recorder.at(-1, EnsembleCompletedEvent)
     assert completed.exit_reason == "ERROR"
     assert completed.error is caught.value
 
@@ -135,12 +155,14 @@ def test_handler_tasks_fire_no_model_events() -> None:
     ]
 
 
-def test_raising_listeners_sync_and_async_never_disturb_the_run(caplog) -> None:
+def test_raising_listeners_sync_and_async_never_disturb_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Broken(EnsembleListener):
-        def on_task_start(self, event) -> None:
+        def on_task_start(self, event: TaskStartEvent) -> None:
             raise ValueError("sync listener bug")
 
-        async def on_task_complete(self, event) -> None:
+        async def on_task_complete(self, event: TaskCompleteEvent) -> None:
             raise ValueError("async listener bug")
 
     recorder = Recorder()
@@ -161,7 +183,7 @@ async def test_sync_listeners_do_not_block_the_event_loop() -> None:
         loop_ran.append(True)
 
     class Blocking(EnsembleListener):
-        def on_task_start(self, event) -> None:
+        def on_task_start(self, event: TaskStartEvent) -> None:
             # In a worker thread, wait for work that only a free event loop can run: a sync
             # listener called on the loop itself would deadlock here (and time out).
             asyncio.run_coroutine_threadsafe(on_loop(), loop).result(timeout=5)

@@ -30,11 +30,11 @@ def test_cost_is_rate_times_tokens_rounded_half_up_to_eight_places() -> None:
 
 
 @pytest.mark.parametrize("rate", [-1, "abc", float("nan"), None])
-def test_invalid_rates(rate) -> None:
+def test_invalid_rates(rate: object) -> None:
     with pytest.raises(
         ValidationError, match="CostConfiguration input_token_rate must be a non-negative number"
     ):
-        CostConfiguration(rate, 1)
+        CostConfiguration(rate, 1)  # type: ignore[arg-type]  # None is not a rate
 
 
 def test_task_and_run_costs() -> None:
@@ -48,6 +48,7 @@ def test_task_and_run_costs() -> None:
     ).run()
     assert [o.metrics.cost_estimate for o in output.task_outputs] == [Decimal("0.002")] * 2
     assert output.metrics.total_cost_estimate == Decimal("0.004")
+    assert output.trace is not None
     assert output.trace.total_cost_estimate == Decimal("0.004")
 
 
@@ -60,7 +61,7 @@ def test_unknown_tokens_propagate_and_make_cost_unknown() -> None:
         cost_configuration=CostConfiguration(1, 1),
     ).run()
     first, second = (o.metrics for o in output.task_outputs)
-    assert (first.input_tokens, first.total_tokens, first.cost_estimate) == (10, 15, 15)
+    assert (first.input_tokens, first.total_tokens, first.cost_estimate) == (10, 15, Decimal(15))
     assert (second.input_tokens, second.output_tokens, second.total_tokens) == (-1, 5, -1)
     assert second.cost_estimate is None
     totals = output.metrics

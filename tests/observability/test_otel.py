@@ -1,10 +1,14 @@
 """OpenTelemetry spans, checked with the SDK's in-memory exporter."""
 
+from collections.abc import Mapping
+from typing import cast
+
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.util.types import AnyValue
 
 from agentensemble import (
     Agent,
@@ -20,6 +24,21 @@ from agentensemble import (
 
 pytestmark = pytest.mark.integration
 
+Spans = tuple[TracerProvider, InMemorySpanExporter]
+"""A tracer provider and the exporter that keeps the spans it finishes."""
+
+
+def attributes(span: ReadableSpan) -> Mapping[str, AnyValue]:
+    """A finished span's attributes (the SDK gives every span a mapping)."""
+    assert span.attributes is not None
+    return span.attributes
+
+
+def parent_id(span: ReadableSpan) -> int:
+    """The span id of a span's parent."""
+    assert span.parent is not None
+    return span.parent.span_id
+
 
 @tool
 def lookup(key: str) -> str:
@@ -28,14 +47,14 @@ def lookup(key: str) -> str:
 
 
 @pytest.fixture
-def spans():
+def spans() -> Spans:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
 
 
-def test_span_tree_and_genai_attributes(spans) -> None:
+def test_span_tree_and_genai_attributes(spans: Spans) -> None:
     provider, exporter = spans
     llm = ScriptedModel([tool_call("lookup", key="k"), "done", "second"], usage=Usage(12, 4))
     agent = Agent("Researcher", "Find", llm=llm, tools=[lookup])
@@ -60,33 +79,38 @@ def test_span_tree_and_genai_attributes(spans) -> None:
     )
     root = finished["invoke_workflow research"]
     assert root.parent is None
-    assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
-    assert root.attributes["agentensemble.exit_reason"] == "COMPLETED"
+    assert attributes(root)["gen_ai.operation.name"] == "invoke_workflow"
+    assert attributes(root)["agentensemble.exit_reason"] == "COMPLETED"
 
     all_spans = exporter.get_finished_spans()
     tasks = [s for s in all_spans if s.name.startswith("invoke_agent")]
-    assert {t.parent.span_id for t in tasks} == {root.context.span_id}
+    assert {parent_id(t) for t in tasks} == {root.context.span_id}
     assert all(t.context.trace_id == root.context.trace_id for t in all_spans)
-    first_task = min(tasks, key=lambda s: s.attributes["agentensemble.task.index"])
-    assert first_task.attributes["gen_ai.agent.name"] == "Researcher"
-    assert first_task.attributes["gen_ai.usage.input_tokens"] == 24
+    first_task = min(tasks, key=lambda s: cast(int, attributes(s)["agentensemble.task.index"]))
+    assert attributes(first_task)["gen_ai.agent.name"] == "Researcher"
+    assert attributes(first_task)["gen_ai.usage.input_tokens"] == 24
 
     chats = [s for s in all_spans if s.name.startswith("chat")]
     assert all(s.kind is SpanKind.CLIENT for s in chats)
-    first_chats = [s for s in chats if s.parent.span_id == first_task.context.span_id]
+    first_chats = [s for s in chats if parent_id(s) == first_task.context.span_id]
     assert len(first_chats) == 2
-    assert first_chats[0].attributes["gen_ai.operation.name"] == "chat"
-    assert first_chats[0].attributes["gen_ai.usage.output_tokens"] == 4
-    assert first_chats[0].attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert attributes(first_chats[0])["gen_ai.operation.name"] == "chat"
+    assert attributes(first_chats[0])["gen_ai.usage.output_tokens"] == 4
+    assert attributes(first_chats[0])["gen_ai.response.finish_reasons"] == ("tool_calls",)
 
     tool_span = finished["execute_tool lookup"]
-    assert tool_span.parent.span_id == first_task.context.span_id
-    assert tool_span.attributes["gen_ai.tool.name"] == "lookup"
-    assert tool_span.attributes["gen_ai.tool.call.id"].startswith("call_")
-    assert tool_span.start_time <= tool_span.end_time
+    assert parent_id(tool_span) == first_task.context.span_id
+    assert attributes(tool_span)["gen_ai.tool.name"] == "lookup"
+    call_id = attributes(tool_span)["gen_ai.tool.call.id"]
+    assert isinstance(call_id, str)
+    assert call_id.startswith("call_")
+    start_time, end_time = tool_span.start_time, tool_span.end_time
+    assert start_time is not None
+    assert end_time is not None
+    assert start_time <= end_time
 
 
-def test_failures_mark_spans_as_errors(spans) -> None:
+def test_failures_mark_spans_as_errors(spans: Spans) -> None:
     provider, exporter = spans
     with pytest.raises(TaskExecutionError):
         Ensemble(
@@ -96,7 +120,7 @@ def test_failures_mark_spans_as_errors(spans) -> None:
         ).run()
     by_name = {span.name: span for span in exporter.get_finished_spans()}
     assert by_name["invoke_agent Agent"].status.status_code is StatusCode.ERROR
-    assert by_name["invoke_agent Agent"].attributes["error.type"] == "AgentExecutionError"
+    assert attributes(by_name["invoke_agent Agent"])["error.type"] == "AgentExecutionError"
     root = by_name["invoke_workflow agentensemble"]
     assert root.status.status_code is StatusCode.ERROR
-    assert root.attributes["agentensemble.exit_reason"] == "ERROR"
+    assert attributes(root)["agentensemble.exit_reason"] == "ERROR"

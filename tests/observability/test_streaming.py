@@ -1,9 +1,18 @@
 """Token streaming: one path for streaming and non-streaming model calls."""
 
+from collections.abc import AsyncIterator, Sequence
+
 import pytest
 
 from agentensemble import Agent, Ensemble, OpenAIChatModel, ScriptedModel, Task
-from agentensemble.models import AssistantMessage, ChatResponse, Usage
+from agentensemble.models import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    ModelSettings,
+    ToolSpec,
+    Usage,
+)
 
 from ..integration.openai_server import OpenAIServer, OpenAIStub
 
@@ -23,7 +32,13 @@ def test_tokens_reassemble_the_final_answer_exactly() -> None:
 
 def test_without_token_listeners_the_model_is_not_asked_to_stream() -> None:
     class ChatOnly(ScriptedModel):
-        async def stream(self, messages, *, tools=(), settings=None):
+        async def stream(
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSpec] = (),
+            settings: ModelSettings | None = None,
+        ) -> AsyncIterator[str | ChatResponse]:
             raise AssertionError("stream() must not be used when nobody listens to tokens")
             yield  # pragma: no cover
 
@@ -32,7 +47,13 @@ def test_without_token_listeners_the_model_is_not_asked_to_stream() -> None:
 
 def test_a_model_without_stream_works_when_tokens_are_wanted() -> None:
     class NoStream:
-        async def chat(self, messages, *, tools=(), settings=None):
+        async def chat(
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSpec] = (),
+            settings: ModelSettings | None = None,
+        ) -> ChatResponse:
             return ChatResponse(AssistantMessage(text="whole"), Usage(1, 1))
 
     tokens: list[str] = []
@@ -45,7 +66,13 @@ def test_a_model_without_stream_works_when_tokens_are_wanted() -> None:
 
 def test_a_stream_that_ends_without_a_response_fails_the_task() -> None:
     class Truncated(ScriptedModel):
-        async def stream(self, messages, *, tools=(), settings=None):
+        async def stream(
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSpec] = (),
+            settings: ModelSettings | None = None,
+        ) -> AsyncIterator[str | ChatResponse]:
             yield "partial"
 
     from agentensemble import TaskExecutionError

@@ -7,6 +7,7 @@ from inline_snapshot import snapshot
 
 from agentensemble import Agent, CaptureMode, Ensemble, ScriptedModel, Task, Usage, tool
 from agentensemble.models import ToolCall
+from agentensemble.observability import ExecutionTrace
 
 TIMES = {"started_at", "completed_at"}
 DURATIONS = {
@@ -50,6 +51,7 @@ def test_trace_json_shape() -> None:
         capture_mode=CaptureMode.FULL,
         trace_exporter=_Discard(),
     ).run()
+    assert output.trace is not None
     assert normalize(json.loads(output.trace.to_json())) == snapshot(
         {
             "schema_version": "1.1",
@@ -243,5 +245,5 @@ The sum\
 
 
 class _Discard:
-    def export(self, trace) -> None:
+    def export(self, trace: ExecutionTrace) -> None:
         pass

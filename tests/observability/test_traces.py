@@ -3,6 +3,8 @@
 import json
 import logging
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,7 @@ from agentensemble import (
 from agentensemble.models import ToolCall
 from agentensemble.observability import SCHEMA_VERSION, ExecutionTrace, load_trace
 from agentensemble.observability._capture import resolve_capture_mode
+from agentensemble.outputs import EnsembleOutput
 
 
 @tool
@@ -33,7 +36,13 @@ def lookup(key: str) -> ToolResult:
     return ToolResult.success(f"value of {key}", structured={"key": key})
 
 
-def traced_run(**ensemble_kwargs):
+def trace_of(output: EnsembleOutput) -> ExecutionTrace:
+    """The run's trace, which every run records."""
+    assert output.trace is not None
+    return output.trace
+
+
+def traced_run(**ensemble_kwargs: Any) -> EnsembleOutput:
     llm = ScriptedModel(
         [[tool_call("lookup", key="a"), ToolCall("bad", "lookup", "{oops")], "answer", "two"],
         usage=Usage(7, 3),
@@ -47,7 +56,7 @@ def traced_run(**ensemble_kwargs):
 
 def test_the_base_trace_records_prompts_model_calls_and_tool_calls() -> None:
     output = traced_run()
-    trace = output.trace
+    trace = trace_of(output)
     assert trace.schema_version == SCHEMA_VERSION == "1.1"
     assert (trace.workflow, trace.capture_mode, trace.exit_reason) == (
         "PARALLEL",
@@ -59,6 +68,7 @@ def test_the_base_trace_records_prompts_model_calls_and_tool_calls() -> None:
         ("Worker", ("lookup",), "Careful.")
     ]
     first, second = trace.task_traces
+    assert first.prompts is not None
     assert first.prompts.user == "## Task\nFirst 1\n\n## Expected Output\n" + (
         Task.of("x").expected_output
     )
@@ -84,13 +94,13 @@ def test_skipped_calls_are_traced() -> None:
     llm = ScriptedModel([[tool_call("lookup", key="a"), tool_call("lookup", key="b")], "done"])
     agent = Agent("Worker", "Work", llm=llm, tools=[lookup], max_iterations=1)
     output = Ensemble(tasks=[Task("t", agent=agent)]).run()
-    calls = output.trace.task_traces[0].llm_interactions[0].tool_calls
+    calls = trace_of(output).task_traces[0].llm_interactions[0].tool_calls
     assert [c.outcome for c in calls] == ["SUCCESS", "SKIPPED_MAX_ITERATIONS"]
     assert calls[1].result.startswith("STOP: Maximum tool iterations (1) reached.")
 
 
 def test_json_round_trip() -> None:
-    trace = traced_run(capture_mode=CaptureMode.STANDARD).trace
+    trace = trace_of(traced_run(capture_mode=CaptureMode.STANDARD))
     text = trace.to_json()
     data = json.loads(text)
     assert data["schema_version"] == "1.1"
@@ -99,9 +109,11 @@ def test_json_round_trip() -> None:
     assert ExecutionTrace.from_json(text) == trace
 
 
-def test_standard_captures_messages_and_full_parses_tool_input(tmp_path, monkeypatch) -> None:
+def test_standard_captures_messages_and_full_parses_tool_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    standard = traced_run(capture_mode=CaptureMode.STANDARD).trace.task_traces[0]
+    standard = trace_of(traced_run(capture_mode=CaptureMode.STANDARD)).task_traces[0]
     messages = standard.llm_interactions[1].messages
     assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "tool"]
     assert messages[2].tool_calls[0].name == "lookup"
@@ -109,12 +121,12 @@ def test_standard_captures_messages_and_full_parses_tool_input(tmp_path, monkeyp
     assert standard.llm_interactions[0].tool_calls[0].parsed_input is None
     assert not (tmp_path / "traces").exists()
 
-    full = traced_run(capture_mode=CaptureMode.FULL)
-    calls = full.trace.task_traces[0].llm_interactions[0].tool_calls
+    full = trace_of(traced_run(capture_mode=CaptureMode.FULL))
+    calls = full.task_traces[0].llm_interactions[0].tool_calls
     assert calls[0].parsed_input == {"key": "a"}
     assert calls[1].parsed_input == {}  # unparseable arguments
-    exported = tmp_path / "traces" / f"{full.trace.ensemble_id}.json"
-    assert load_trace(exported) == full.trace
+    exported = tmp_path / "traces" / f"{full.ensemble_id}.json"
+    assert load_trace(exported) == full
 
 
 @pytest.mark.parametrize(
@@ -128,7 +140,13 @@ def test_standard_captures_messages_and_full_parses_tool_input(tmp_path, monkeyp
         (None, "verbose", CaptureMode.OFF),
     ],
 )
-def test_capture_mode_resolution(monkeypatch, caplog, configured, environment, expected) -> None:
+def test_capture_mode_resolution(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    configured: CaptureMode | None,
+    environment: str | None,
+    expected: CaptureMode,
+) -> None:
     if environment is None:
         monkeypatch.delenv("AGENTENSEMBLE_CAPTURE_MODE", raising=False)
     else:
@@ -138,24 +156,26 @@ def test_capture_mode_resolution(monkeypatch, caplog, configured, environment, e
         assert "Ignoring AGENTENSEMBLE_CAPTURE_MODE='verbose'" in caplog.text
 
 
-def test_the_environment_reaches_a_run(monkeypatch) -> None:
+def test_the_environment_reaches_a_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTENSEMBLE_CAPTURE_MODE", "standard")
-    assert traced_run().trace.capture_mode == "STANDARD"
+    assert trace_of(traced_run()).capture_mode == "STANDARD"
 
 
-def test_directory_and_file_exporters(tmp_path) -> None:
+def test_directory_and_file_exporters(tmp_path: Path) -> None:
     directory = JsonTraceExporter(tmp_path / "runs")
     first, second = traced_run(trace_exporter=directory), traced_run(trace_exporter=directory)
     files = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert files == sorted(f"{o.trace.ensemble_id}.json" for o in (first, second))
+    assert files == sorted(f"{trace_of(o).ensemble_id}.json" for o in (first, second))
 
     single = JsonTraceExporter(tmp_path / "latest.json")
     traced_run(trace_exporter=single)
     last = traced_run(trace_exporter=single)
-    assert load_trace(tmp_path / "latest.json").ensemble_id == last.trace.ensemble_id
+    assert load_trace(tmp_path / "latest.json").ensemble_id == trace_of(last).ensemble_id
 
 
-def test_a_crash_while_writing_leaves_no_partial_file(tmp_path, monkeypatch) -> None:
+def test_a_crash_while_writing_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "trace.json"
     target.write_text("previous complete trace")
 
@@ -163,16 +183,16 @@ def test_a_crash_while_writing_leaves_no_partial_file(tmp_path, monkeypatch) -> 
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", crash)
-    trace = traced_run().trace
+    trace = trace_of(traced_run())
     with pytest.raises(OSError, match="disk full"):
         JsonTraceExporter(target).export(trace)
     assert target.read_text() == "previous complete trace"
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # no temporary left behind
 
 
-def test_exporter_errors_are_logged_never_raised(caplog) -> None:
+def test_exporter_errors_are_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
     class Failing:
-        def export(self, trace) -> None:
+        def export(self, trace: ExecutionTrace) -> None:
             raise RuntimeError("collector unreachable")
 
     output = traced_run(trace_exporter=Failing())
@@ -182,21 +202,24 @@ def test_exporter_errors_are_logged_never_raised(caplog) -> None:
 
 
 async def test_async_exporters_are_awaited() -> None:
-    received = []
+    received: list[str] = []
 
     class Async:
-        async def export(self, trace) -> None:
+        async def export(self, trace: ExecutionTrace) -> None:
             received.append(trace.ensemble_id)
 
     output = await Ensemble(
         tasks=[Task("x")], llm=ScriptedModel(["ok"]), trace_exporter=Async()
     ).arun()
-    assert received == [output.trace.ensemble_id]
+    assert received == [trace_of(output).ensemble_id]
 
 
-def test_a_failed_run_still_exports_a_trace_with_its_errors(tmp_path) -> None:
+def test_a_failed_run_still_exports_a_trace_with_its_errors(tmp_path: Path) -> None:
     exporter = JsonTraceExporter(tmp_path)
-    tasks = [Task("Fine", handler=lambda ctx: "ok"), Task("Broken", handler=lambda ctx: None)]
+    tasks = [
+        Task("Fine", handler=lambda ctx: "ok"),
+        Task("Broken", handler=lambda ctx: None),  # type: ignore[arg-type]  # returns null on purpose
+    ]
     with pytest.raises(ParallelExecutionError):
         Ensemble(
             tasks=tasks,
@@ -214,7 +237,7 @@ def test_a_failed_run_still_exports_a_trace_with_its_errors(tmp_path) -> None:
     assert "returned null" in trace.errors[0].message
 
 
-def test_sequential_failure_trace(tmp_path, caplog) -> None:
+def test_sequential_failure_trace(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     exporter = JsonTraceExporter(tmp_path / "t.json")
     with pytest.raises(TaskExecutionError):

@@ -51,6 +51,7 @@ async def test_arguments_are_validated_and_converted() -> None:
     assert result == ToolResult.success("Oslo:F:3")
     bad = await weather.invoke('{"city": "Oslo", "unit": "K"}')
     assert not bad.is_success
+    assert bad.error_message is not None
     assert bad.error_message.startswith(
         "Invalid arguments for tool 'weather': unit: Input should be"
     )

@@ -4,6 +4,8 @@ import asyncio
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
 
@@ -17,12 +19,13 @@ from agentensemble import (
     TaskExecutionError,
     Workflow,
 )
-from agentensemble.models import UserMessage
+from agentensemble.models import Message, ToolSpec, UserMessage
+from agentensemble.observability import EnsembleCompletedEvent, TaskCompleteEvent, TaskStartEvent
 
 TIMEOUT = 5  # seconds; only reached when the scheduler deadlocks
 
 
-def task_name(messages) -> str:
+def task_name(messages: Sequence[Message]) -> str:
     prompt = next(m.text for m in messages if isinstance(m, UserMessage))
     return prompt.split("## Task\n", 1)[1].split("\n", 1)[0]
 
@@ -30,17 +33,19 @@ def task_name(messages) -> str:
 class Gates:
     """A model whose answer for each task waits until the test opens that task's gate."""
 
-    def __init__(self, fail: set[str] = frozenset()) -> None:
+    def __init__(self, fail: AbstractSet[str] = frozenset()) -> None:
         self.started: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.gate: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.calls: list[str] = []
         self.prompts: dict[str, str] = {}
         self.fail = fail
 
-    async def reply(self, messages, tools):
+    async def reply(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         name = task_name(messages)
         self.calls.append(name)
-        self.prompts[name] = messages[1].text
+        prompt = messages[1]
+        assert isinstance(prompt, UserMessage)
+        self.prompts[name] = prompt.text
         self.started[name].set()
         await asyncio.wait_for(self.gate[name].wait(), TIMEOUT)
         if name in self.fail:
@@ -55,10 +60,10 @@ class Gates:
         return FunctionModel(self.reply)
 
 
-def completion_recorder():
+def completion_recorder() -> tuple[dict[str, asyncio.Event], Callable[[TaskCompleteEvent], None]]:
     done: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
-    def on_complete(event) -> None:
+    def on_complete(event: TaskCompleteEvent) -> None:
         done[event.task_description].set()
 
     return done, on_complete
@@ -80,7 +85,9 @@ async def test_outputs_come_back_in_completion_order() -> None:
     output = await run
     assert [o.raw for o in output.task_outputs] == ["C done", "A done", "B done"]
     assert output.raw == "B done"
-    assert output.output_for(a).raw == "A done"
+    output_a = output.output_for(a)
+    assert output_a is not None
+    assert output_a.raw == "A done"
 
 
 async def test_a_task_starts_when_its_last_dependency_finishes_not_when_all_do() -> None:
@@ -182,7 +189,7 @@ async def test_continue_on_error_reports_every_failure() -> None:
 async def test_max_concurrency_bounds_tasks_in_flight_without_deadlock() -> None:
     in_flight = peak = 0
 
-    async def reply(messages, tools):
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         nonlocal in_flight, peak
         in_flight += 1
         peak = max(peak, in_flight)
@@ -218,11 +225,11 @@ def test_listeners_may_be_called_from_many_tasks_at_once() -> None:
             self.lock = threading.Lock()
             self.events: list[str] = []
 
-        def on_task_start(self, event) -> None:
+        def on_task_start(self, event: TaskStartEvent) -> None:
             with self.lock:
                 self.events.append(f"start {event.task_index}")
 
-        def on_task_complete(self, event) -> None:
+        def on_task_complete(self, event: TaskCompleteEvent) -> None:
             with self.lock:
                 self.events.append(f"done {event.task_index}")
 
@@ -239,7 +246,7 @@ def test_listeners_may_be_called_from_many_tasks_at_once() -> None:
     )
 
 
-def test_workflow_inference(caplog) -> None:
+def test_workflow_inference(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="agentensemble")
     first = Task("First")
     Ensemble(
@@ -269,7 +276,9 @@ def test_a_context_task_outside_the_graph_is_simply_absent() -> None:
         tasks=[Task("Inside", context=[outside])], llm=llm, workflow=Workflow.PARALLEL
     ).run()
     assert output.raw == "ok"
-    assert "## Context" not in llm.requests[0].messages[1].text
+    prompt = llm.requests[0].messages[1]
+    assert isinstance(prompt, UserMessage)
+    assert "## Context" not in prompt.text
 
 
 def test_parallel_validation() -> None:
@@ -299,9 +308,9 @@ def test_parallel_validation() -> None:
 async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() -> None:
     started = [asyncio.Event() for _ in range(3)]
     cancelled: list[int] = []
-    completions = []
+    completions: list[EnsembleCompletedEvent] = []
 
-    async def reply(messages, tools):
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         index = int(task_name(messages)[-1])
         started[index].set()
         try:
@@ -312,7 +321,7 @@ async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() 
         return "never"
 
     class Closing(EnsembleListener):
-        async def on_ensemble_completed(self, event) -> None:
+        async def on_ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
             completions.append(event)
 
     ensemble = Ensemble(

@@ -1,6 +1,8 @@
 """Property tests of the DAG scheduler over random graphs, failures and concurrency limits."""
 
 import asyncio
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,12 +17,19 @@ from agentensemble import (
     TaskExecutionError,
     Workflow,
 )
+from agentensemble.models import Message, ToolSpec
 
 from .test_parallel import task_name
 
+Dependencies = Sequence[Sequence[int]]
+"""Per task, the indexes of the tasks it depends on."""
+Case = tuple[list[list[int]], set[int], int | None]
+"""(dependencies per task, tasks that fail, max_concurrency)."""
+RunError = TaskExecutionError | ParallelExecutionError
+
 
 @st.composite
-def dags(draw):
+def dags(draw: st.DrawFn) -> Case:
     """(dependencies per task, tasks that fail, max_concurrency); edges point backwards."""
     count = draw(st.integers(min_value=1, max_value=14))
     dependencies = [
@@ -32,19 +41,24 @@ def dags(draw):
     return dependencies, failing, concurrency
 
 
-def build(dependencies):
+def build(dependencies: Dependencies) -> list[Task]:
     tasks: list[Task] = []
     for index, deps in enumerate(dependencies):
         tasks.append(Task(f"T{index}", context=[tasks[d] for d in deps]))
     return tasks
 
 
-def run(dependencies, failing, concurrency, strategy):
+def run(
+    dependencies: Dependencies,
+    failing: AbstractSet[int],
+    concurrency: int | None,
+    strategy: ParallelErrorStrategy,
+) -> tuple[list[int], list[str], list[bool], RunError | None]:
     finished: set[int] = set()
     started_after_deps: list[bool] = []
     calls: list[int] = []
 
-    async def reply(messages, tools):
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         index = int(task_name(messages)[1:])
         calls.append(index)
         started_after_deps.append(all(d in finished for d in dependencies[index]))
@@ -62,6 +76,8 @@ def run(dependencies, failing, concurrency, strategy):
         parallel_error_strategy=strategy,
         max_concurrency=concurrency,
     )
+    completed: list[str]
+    error: RunError | None
     try:
         output = ensemble.run()
         completed, error = [o.raw for o in output.task_outputs], None
@@ -70,7 +86,7 @@ def run(dependencies, failing, concurrency, strategy):
     return calls, completed, started_after_deps, error
 
 
-def downstream(dependencies, roots):
+def downstream(dependencies: Dependencies, roots: AbstractSet[int]) -> set[int]:
     """Every task that depends, directly or not, on one of `roots`."""
     found: set[int] = set()
     for index, deps in enumerate(dependencies):
@@ -84,7 +100,9 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 @FAST
 @given(dags())
-def test_continue_on_error_runs_exactly_what_does_not_depend_on_a_failure(case) -> None:
+def test_continue_on_error_runs_exactly_what_does_not_depend_on_a_failure(
+    case: Case,
+) -> None:
     dependencies, failing, concurrency = case
     calls, completed, ordered, error = run(
         dependencies, failing, concurrency, ParallelErrorStrategy.CONTINUE_ON_ERROR
@@ -104,7 +122,9 @@ def test_continue_on_error_runs_exactly_what_does_not_depend_on_a_failure(case) 
 
 @FAST
 @given(dags())
-def test_fail_fast_never_starts_work_after_a_failure_and_loses_no_output(case) -> None:
+def test_fail_fast_never_starts_work_after_a_failure_and_loses_no_output(
+    case: Case,
+) -> None:
     dependencies, failing, concurrency = case
     calls, completed, ordered, error = run(
         dependencies, failing, concurrency, ParallelErrorStrategy.FAIL_FAST
@@ -122,7 +142,7 @@ def test_fail_fast_never_starts_work_after_a_failure_and_loses_no_output(case) -
 
 
 @pytest.mark.parametrize("concurrency", [1, 2])
-def test_a_long_chain_does_not_overflow_the_stack(concurrency) -> None:
+def test_a_long_chain_does_not_overflow_the_stack(concurrency: int) -> None:
     chain = [[index - 1] if index else [] for index in range(3000)]
     calls, completed, _, error = run(
         chain, {0}, concurrency, ParallelErrorStrategy.CONTINUE_ON_ERROR

@@ -1,6 +1,8 @@
 """Phases (BEHAVIOUR §9.7): a DAG of task groups."""
 
 import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from agentensemble import (
     ValidationError,
     Workflow,
 )
+from agentensemble.models import Message, ToolSpec, UserMessage
 
 from .test_parallel import TIMEOUT, Gates
 
@@ -27,22 +30,22 @@ def ok_model() -> FunctionModel:
     [
         (lambda: Phase(" ", [Task("x")]), "Phase name must not be null or blank"),
         (lambda: Phase("empty", []), "Phase 'empty' must contain at least one task"),
-        (lambda: Phase("p", ["task"]), "Phase 'p' tasks[0] must be a Task, got: str"),
+        (lambda: Phase("p", ["task"]), "Phase 'p' tasks[0] must be a Task, got: str"),  # type: ignore[list-item]
         (
             lambda: Phase("p", [Task("x")], workflow=Workflow.HIERARCHICAL),
             "Phase 'p': Workflow.HIERARCHICAL is not supported at the phase level. Use "
             "HIERARCHICAL at the ensemble level (without phases) for hierarchical delegation.",
         ),
-        (lambda: Phase("p", [Task("x")], after=["q"]), "Phase 'p' after[0] must be a Phase"),
+        (lambda: Phase("p", [Task("x")], after=["q"]), "Phase 'p' after[0] must be a Phase"),  # type: ignore[list-item]
     ],
 )
-def test_phase_construction_errors(make, message: str) -> None:
+def test_phase_construction_errors(make: Callable[[], object], message: str) -> None:
     with pytest.raises(ValidationError) as caught:
         make()
     assert str(caught.value).startswith(message)
 
 
-def ensemble_error(**kwargs) -> str:
+def ensemble_error(**kwargs: Any) -> str:
     llm = kwargs.pop("llm", ok_model())
     with pytest.raises(ValidationError) as caught:
         Ensemble(llm=llm, **kwargs).run()
@@ -122,7 +125,9 @@ async def test_root_phases_run_concurrently_and_successors_wait_for_all_predeces
         "final": ["Write done"],
     }
     assert "### Researcher: Research A\nResearch A done" in gates.prompts["Write"]
-    assert output.output_for(write).raw == "Write done"
+    write_output = output.output_for(write)
+    assert write_output is not None
+    assert write_output.raw == "Write done"
 
 
 async def test_a_failed_phase_skips_its_successors_while_unrelated_phases_finish() -> None:
@@ -163,8 +168,10 @@ async def test_a_phase_failing_in_parallel_mode_is_wrapped() -> None:
 def test_diamond_phases_run_each_phase_exactly_once() -> None:
     runs: list[str] = []
 
-    def model(messages, tools):
-        runs.append(messages[1].text.split("\n")[1])
+    def model(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        prompt = messages[1]
+        assert isinstance(prompt, UserMessage)
+        runs.append(prompt.text.split("\n")[1])
         return "ok"
 
     top = Phase.of("top", Task("Top"))
@@ -187,6 +194,6 @@ def test_phase_workflow_and_templates() -> None:
 
 def test_phase_lists_must_be_lists() -> None:
     with pytest.raises(ValidationError, match="Phase 'p' tasks must be a list, got: int"):
-        Phase("p", 5)
+        Phase("p", 5)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="Phase 'p' after must be a list, got: Phase"):
-        Phase("p", [Task("x")], after=Phase.of("q", Task("y")))
+        Phase("p", [Task("x")], after=Phase.of("q", Task("y")))  # type: ignore[arg-type]

@@ -1,4 +1,6 @@
 import logging
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 import pytest
 
@@ -15,10 +17,27 @@ from agentensemble import (
     tool,
     tool_call,
 )
-from agentensemble.models import UserMessage
+from agentensemble.models import Message, ModelRequest, ToolSpec, UserMessage
+from agentensemble.observability import (
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskStartEvent,
+    ToolCallEvent,
+)
+from agentensemble.outputs import EnsembleOutput
 
 
-def user_prompt(request) -> str:
+class TaskLogRecord(Protocol):
+    """A log record with the task context that agentensemble's logging adds."""
+
+    task_index: str
+    agent_role: str
+    task_description: str
+
+    def getMessage(self) -> str: ...
+
+
+def user_prompt(request: ModelRequest) -> str:
     return next(m.text for m in request.messages if isinstance(m, UserMessage))
 
 
@@ -43,16 +62,23 @@ def test_tasks_run_in_order_and_context_arrives_in_declared_order() -> None:
 def test_output_for_uses_the_callers_task_objects() -> None:
     same_a, same_b = Task.of("Same text"), Task.of("Same text")
     output = Ensemble(tasks=[same_a, same_b], llm=ScriptedModel(["1", "2"])).run()
-    assert output.output_for(same_a).raw == "1"
-    assert output.output_for(same_b).raw == "2"
+    output_a, output_b = output.output_for(same_a), output.output_for(same_b)
+    assert output_a is not None
+    assert output_b is not None
+    assert output_a.raw == "1"
+    assert output_b.raw == "2"
     assert output.output_for(Task.of("Same text")) is None
-    assert output.last_completed_output.raw == "2"
+    last = output.last_completed_output
+    assert last is not None
+    assert last.raw == "2"
     assert output.completed_tasks == output.task_outputs
 
 
 def test_failure_carries_every_completed_output_and_stops_the_run() -> None:
-    def model(messages, tools):
-        if "Second" in messages[1].text:
+    def model(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        prompt = messages[1]
+        assert isinstance(prompt, UserMessage)
+        if "Second" in prompt.text:
             raise ConnectionError("reset by peer")
         return "done"
 
@@ -85,16 +111,16 @@ class Recorder(EnsembleListener):
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
 
-    def on_task_start(self, event) -> None:
+    def on_task_start(self, event: TaskStartEvent) -> None:
         self.events.append(("start", f"{event.task_index}/{event.total_tasks} {event.agent_role}"))
 
-    async def on_task_complete(self, event) -> None:
+    async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         self.events.append(("complete", event.task_output.raw))
 
-    def on_task_failed(self, event) -> None:
+    def on_task_failed(self, event: TaskFailedEvent) -> None:
         self.events.append(("failed", type(event.cause).__name__))
 
-    def on_tool_call(self, event) -> None:
+    def on_tool_call(self, event: ToolCallEvent) -> None:
         self.events.append(("tool", f"{event.tool_name} {event.outcome} {event.task_index}"))
 
 
@@ -131,9 +157,11 @@ def test_failed_event_then_error() -> None:
     assert recorder.events == [("start", "1/1 Agent"), ("failed", "AgentExecutionError")]
 
 
-def test_a_raising_listener_is_logged_and_the_run_continues(caplog) -> None:
+def test_a_raising_listener_is_logged_and_the_run_continues(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     class Faulty(EnsembleListener):
-        def on_task_start(self, event) -> None:
+        def on_task_start(self, event: TaskStartEvent) -> None:
             raise RuntimeError("listener bug")
 
     recorder = Recorder()
@@ -145,28 +173,35 @@ def test_a_raising_listener_is_logged_and_the_run_continues(caplog) -> None:
     assert "Listener Faulty raised in on_task_start; the run continues" in caplog.text
 
 
-def test_log_records_carry_the_task_context(caplog) -> None:
+def test_log_records_carry_the_task_context(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="agentensemble")
     Ensemble(
         tasks=[Task("Research the market"), Task("Write a memo")], llm=ScriptedModel(["a", "b"])
     ).run()
-    starts = [r for r in caplog.records if "starting | Description" in r.getMessage()]
+    starts = [
+        cast(TaskLogRecord, r) for r in caplog.records if "starting | Description" in r.getMessage()
+    ]
     assert [(r.task_index, r.agent_role, r.task_description) for r in starts] == [
         ("1/2", "Researcher", "Research the market"),
         ("2/2", "Writer", "Write a memo"),
     ]
     assert starts[1].getMessage() == "Task 2/2 starting | Description: Write a memo | Agent: Writer"
-    outside = [r for r in caplog.records if "Ensemble run" in r.getMessage()]
+    outside = [cast(TaskLogRecord, r) for r in caplog.records if "Ensemble run" in r.getMessage()]
     assert outside[0].task_index == ""
 
 
 def test_an_ensemble_can_run_many_times_concurrently() -> None:
     import asyncio
 
-    llm = FunctionModel(lambda messages, tools: messages[1].text.split("\n")[1])
+    def second_line_of_the_prompt(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        prompt = messages[1]
+        assert isinstance(prompt, UserMessage)
+        return prompt.text.split("\n")[1]
+
+    llm = FunctionModel(second_line_of_the_prompt)
     ensemble = Ensemble(tasks=[Task("Topic {n}")], llm=llm)
 
-    async def main():
+    async def main() -> list[EnsembleOutput]:
         return await asyncio.gather(*(ensemble.arun({"n": str(i)}) for i in range(20)))
 
     outputs = asyncio.run(main())
