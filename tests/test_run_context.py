@@ -345,7 +345,7 @@ def test_tool_calls_to_an_agent_without_tools_are_a_final_answer_in_event_and_tr
     llm = ScriptedModel([tool_call("lookup", key="k")])
     output = Ensemble(tasks=[Task("A")], llm=llm, listeners=[recorder]).run()
     completed = [e for e in recorder.all if e.type == "llm_iteration_completed"]
-    assert [e.response_type for e in completed] == ["FINAL_ANSWER"]  # type: ignore[union-attr]
+    assert [e.response_type for e in completed] == ["FINAL_ANSWER"]
     assert output.task_outputs[0].trace is not None
     interaction = output.task_outputs[0].trace.llm_interactions[0]
     assert interaction.response_type == "FINAL_ANSWER"

@@ -32,11 +32,7 @@ from agentensemble.execution._synthesis import TemplateAgentSynthesizer
 from agentensemble.observability._capture import CaptureMode, resolve_capture_mode
 from agentensemble.observability._events import EnsembleCompletedEvent, EnsembleStartedEvent
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
-from agentensemble.observability._listeners import (
-    CALLBACK_NAMES,
-    EventDispatcher,
-    callback_listener,
-)
+from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.observability._trace import ExecutionTrace
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput
@@ -152,9 +148,7 @@ def _run_context(ensemble: Ensemble, options: RunOptions, tasks: tuple[Task, ...
 
 
 def _listeners(ensemble: Ensemble, options: RunOptions) -> list[object]:
-    callbacks = callback_listener(**{name: getattr(ensemble, name) for name in CALLBACK_NAMES})
-    listeners: list[object] = [*ensemble.listeners, *([callbacks] if callbacks else [])]
-    listeners.extend(options.listeners)
+    listeners: list[object] = [*ensemble.event_listeners, *options.listeners]
     if ensemble.verbose:
         from agentensemble.observability._console import ConsoleProgress
 
@@ -283,10 +277,13 @@ async def _execute(plan: RunPlan, run: RunContext, seconds: float | None) -> Exi
     """COMPLETED, TIMEOUT when the run's deadline expired, or the reason a control-flow
     signal carries; errors propagate."""
     try:
+        if seconds is None:
+            await plan.executor.execute(plan.tasks, run)
+            return ExitReason.COMPLETED
         async with asyncio.timeout(seconds) as deadline:
             await plan.executor.execute(plan.tasks, run)
     except TimeoutError:
-        if not deadline.expired():
+        if seconds is None or not deadline.expired():
             raise
         logger.warning(
             "Run %s reached its %ss deadline; running tasks were cancelled", run.run_id, seconds

@@ -26,7 +26,12 @@ from agentensemble.observability._events import (
     ToolCallEvent,
 )
 from agentensemble.observability._exporters import TraceExporter
-from agentensemble.observability._listeners import CALLBACK_NAMES, Callback, check_listeners
+from agentensemble.observability._listeners import (
+    CALLBACK_NAMES,
+    Callback,
+    callback_listener,
+    check_listeners,
+)
 from agentensemble.options import RunOptions, check_length
 from agentensemble.phase import Phase
 from agentensemble.task import Task
@@ -99,6 +104,9 @@ class Ensemble:
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
+    event_listeners: tuple[object, ...] = field(init=False, default=(), repr=False)
+    """What every run of this ensemble notifies: `listeners`, then one for the keyword
+    callbacks (derived; per-run listeners come from `RunOptions`)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -114,6 +122,8 @@ class Ensemble:
         _check_settings(self)
         if self.llm is not None:
             set_(self, "_model", resolve_model(self.llm, field="Ensemble llm"))
+        callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
+        set_(self, "event_listeners", (*self.listeners, *([callbacks] if callbacks else [])))
 
     @property
     def model(self) -> ChatModel | None:

@@ -16,11 +16,20 @@ from agentensemble.models._settings import merge_settings
     ("make", "message"),
     [
         (lambda: ModelSettings(temperature=-1), "ModelSettings temperature must be >= 0"),
-        (lambda: ModelSettings(temperature="hot"), "ModelSettings temperature must be a number"),
+        (
+            lambda: ModelSettings(temperature="hot"),  # type: ignore[arg-type]
+            "ModelSettings temperature must be a number",
+        ),
         (lambda: ModelSettings(max_tokens=0), "ModelSettings max_tokens must be > 0, got: 0"),
         (lambda: ModelSettings(timeout=0), "ModelSettings timeout must be positive"),
-        (lambda: ModelSettings(extra=[1]), "ModelSettings extra must be a mapping"),
-        (lambda: Agent("A", "G", llm="openai:x", model_settings={}), "Agent model_settings must"),
+        (
+            lambda: ModelSettings(extra=[1]),  # type: ignore[arg-type]
+            "ModelSettings extra must be a mapping",
+        ),
+        (
+            lambda: Agent("A", "G", llm="openai:x", model_settings={}),  # type: ignore[arg-type]
+            "Agent model_settings must",
+        ),
     ],
 )
 def test_bad_settings_name_the_field(make: Any, message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -140,7 +141,7 @@ def test_a_long_prompt_is_cut_on_the_wire_only() -> None:
     message = serialize_event(task_input)
     assert message["assembledContext"].endswith("... [truncated]")
     assert len(message["assembledContext"]) == 8000 + len("... [truncated]")
-    assert len(task_input.user_prompt) > 9000  # type: ignore[union-attr]
+    assert len(task_input.user_prompt) > 9000
 
 
 async def test_a_queued_listener_never_holds_the_run_up() -> None:
@@ -153,7 +154,7 @@ async def test_a_queued_listener_never_holds_the_run_up() -> None:
                 await release.wait()  # stuck until the second task's model call
             delivered.append(event.type)
 
-    def reply(messages: list[Message], tools: list[ToolSpec]) -> str:
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         release.set()  # only reached if the first task's completion did not block the run
         return "ok"
 

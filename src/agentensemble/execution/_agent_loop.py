@@ -11,7 +11,7 @@ to tokens of, gives a one-item stream.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
@@ -57,6 +57,8 @@ class AgentLoop:
     stop_count: int = 0
     turn: Turn | None = None
     """The latest model call."""
+    response_type: ResponseType = "FINAL_ANSWER"
+    """How the latest answer is taken: tool calls count only when the agent has tools."""
     answer: str | None = None
     streaming: StreamingChatModel | None = None
     """The model, when it streams and someone listens to tokens."""
@@ -127,18 +129,17 @@ async def ask_model(loop: AgentLoop) -> LoopStep:
     response = await _call_model(loop, sent)
     loop.turn = Turn(index, sent, response, started_at, time.perf_counter() - started)
     loop.messages.append(response.message)
-    await loop.recorder.model_call_completed(loop.turn, _response_type(loop))
+    loop.response_type = (
+        "TOOL_CALLS" if response.message.tool_calls and loop.tools else "FINAL_ANSWER"
+    )
+    await loop.recorder.model_call_completed(loop.turn, loop.response_type)
     return handle_answer
 
 
-def _response_type(loop: AgentLoop) -> ResponseType:
-    """Tool calls count only when the agent has tools; otherwise the answer is final."""
-    return "TOOL_CALLS" if loop.current.message.tool_calls and loop.tools else "FINAL_ANSWER"
-
-
 async def handle_answer(loop: AgentLoop) -> LoopStep:
-    """Tool calls lead to answering them; anything else ends the loop."""
-    if _response_type(loop) == "TOOL_CALLS":
+    """Tool calls lead to answering them (when the agent has tools); anything else ends
+    the loop."""
+    if loop.response_type == "TOOL_CALLS":
         return answer_tool_calls
     return finish
 
@@ -179,13 +180,19 @@ async def _call_model(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatRespons
 
 
 async def _drain(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatResponse:
+    """The one model-call path: a streamed answer's text deltas become token events; a model
+    that is not streamed answers with the whole response at once."""
     response: object = None
-    async for item in _model_stream(loop, sent):
-        if isinstance(item, str):
-            if item:
-                await loop.recorder.token(item)
-        else:
-            response = item
+    if loop.streaming is None:
+        response = await loop.model.chat(sent, tools=loop.tools.specs, settings=loop.settings)
+    else:
+        stream = loop.streaming.stream(sent, tools=loop.tools.specs, settings=loop.settings)
+        async for item in stream:
+            if isinstance(item, str):
+                if item:
+                    await loop.recorder.token(item)
+            else:
+                response = item
     if isinstance(response, ChatResponse):
         return response
     if loop.streaming is not None and response is None:
@@ -206,12 +213,3 @@ def _describe(value: object) -> str:
         return "nothing"
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
-
-
-async def _model_stream(loop: AgentLoop, sent: tuple[Message, ...]) -> AsyncIterator[object]:
-    specs = loop.tools.specs
-    if loop.streaming is not None:
-        async for item in loop.streaming.stream(sent, tools=specs, settings=loop.settings):
-            yield item
-    else:
-        yield await loop.model.chat(sent, tools=specs, settings=loop.settings)

@@ -9,11 +9,11 @@ Each task execution gets a `TaskContext` with its ids and depth; `ToolContext` a
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
@@ -28,7 +28,22 @@ if TYPE_CHECKING:
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.task import Task
 
-__all__ = ["RunContext", "RunLimiters", "RunOutputs", "TaskContext"]
+__all__ = ["RunContext", "RunLimiters", "RunOutputs", "TaskContext", "new_id"]
+
+
+def new_id() -> str:
+    """A random 32-hex-digit id (as unique as a UUID4, without building a UUID object)."""
+    return os.urandom(16).hex()
+
+
+class _Nothing(AbstractAsyncContextManager[None]):
+    """An async context manager that does nothing (cheaper than a generator-based one)."""
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+NOTHING = _Nothing()
 
 
 class RunOutputs:
@@ -110,14 +125,10 @@ class RunContext:
 
             object.__setattr__(self, "_slots", asyncio.Semaphore(self.max_concurrency))
 
-    @contextlib.asynccontextmanager
-    async def task_slot(self) -> AsyncIterator[None]:
-        """Hold one of the run's `max_concurrency` slots while a task of the run executes."""
-        if self._slots is None:
-            yield
-            return
-        async with self._slots:
-            yield
+    def task_slot(self) -> AbstractAsyncContextManager[Any]:
+        """Hold one of the run's `max_concurrency` slots while a task of the run executes
+        (``async with run.task_slot():``)."""
+        return self._slots if self._slots is not None else NOTHING
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,25 +139,26 @@ class TaskContext:
     planned: PlannedTask
     context_outputs: tuple[TaskOutput, ...] = ()
     """Outputs of the task's context tasks, in declared order."""
-    task_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    task_id: str = field(default_factory=new_id)
     """Unique per task execution in the run."""
     parent_task_id: str | None = None
     """The delegating task's id, for a delegated task."""
     depth: int = 0
     """0 for a task of the ensemble, +1 per delegation."""
-    tool_context: ToolContext = field(init=False, repr=False)
-    """What `@tool` functions that ask for a `ToolContext` receive."""
+    _tool_context: ToolContext | None = field(init=False, default=None, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self,
-            "tool_context",
-            ToolContext(
+    @property
+    def tool_context(self) -> ToolContext:
+        """What `@tool` functions that ask for a `ToolContext` receive (made on first use)."""
+        if self._tool_context is None:
+            context = ToolContext(
                 run_id=self.run.run_id,
                 task_id=self.task_id,
                 parent_task_id=self.parent_task_id,
                 agent_role=self.planned.role,
                 task_description=self.planned.description,
                 depth=self.depth,
-            ),
-        )
+            )
+            object.__setattr__(self, "_tool_context", context)
+            return context
+        return self._tool_context

@@ -75,14 +75,17 @@ def build_user_prompt(
 ) -> str:
     """Every section in slot order: context from previous tasks (if any), the task, its
     expected output, and whatever sections capabilities added."""
+    task = f"## Task\n{description}"
+    expected = f"\n\n## Expected Output\n{expected_output}"
+    context_text = _context_section(context) if context else ""
+    if not sections:  # the common case, without the sorting
+        return f"{context_text}{task}{expected}"
     core = [
-        PromptSection(PromptSlot.TASK, f"## Task\n{description}"),
-        PromptSection(PromptSlot.EXPECTED_OUTPUT, f"\n\n## Expected Output\n{expected_output}"),
+        PromptSection(PromptSlot.CONTEXT, context_text),
+        PromptSection(PromptSlot.TASK, task),
+        PromptSection(PromptSlot.EXPECTED_OUTPUT, expected),
     ]
-    if context:
-        core.insert(0, PromptSection(PromptSlot.CONTEXT, _context_section(context)))
-    ordered = sorted((*core, *sections), key=_slot_of) if sections else core
-    return "".join(section.text for section in ordered)
+    return "".join(section.text for section in sorted((*core, *sections), key=_slot_of))
 
 
 def _slot_of(section: PromptSection) -> int:

@@ -62,6 +62,24 @@ class Turn:
 class TaskRecorder:
     """Events, logs, trace entries and metrics of one task execution."""
 
+    __slots__ = (
+        "_started",
+        "events",
+        "input_tokens",
+        "interactions",
+        "llm_calls",
+        "llm_seconds",
+        "model_name",
+        "output_tokens",
+        "prompt_seconds",
+        "prompts",
+        "role",
+        "started_at",
+        "task",
+        "tool_calls",
+        "tool_seconds",
+    )
+
     def __init__(self, task: TaskContext) -> None:
         self.task = task
         self.events = task.run.events

@@ -340,14 +340,19 @@ class EventDispatcher:
             else:
                 await handler.call(event)
 
+    def open(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """For the span of a run (``async with dispatcher.open():``): run the queued
+        listeners' deliveries, then drain them (each within its `drain_timeout`), and report
+        listener failures and dropped events."""
+        if not self._queues and self.listeners:
+            return _Reporting(self)
+        if not self._queues:
+            return _NOTHING
+        return self._serving()
+
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[None]:
-        """Run the queued listeners' deliveries for the span of a run, then drain them
-        (each within its `drain_timeout`) and report what was lost."""
+    async def _serving(self) -> AsyncIterator[None]:
         try:
-            if not self._queues:
-                yield
-                return
             import asyncio
 
             async with asyncio.TaskGroup() as group:
@@ -357,9 +362,10 @@ class EventDispatcher:
                 finally:
                     await _drain_all(self._queues, workers)
         finally:
-            self._report()
+            self.report()
 
-    def _report(self) -> None:
+    def report(self) -> None:
+        """Log listener failures beyond the first, and events dropped by full queues."""
         for handlers in self._handlers.values():
             for handler in handlers:
                 if handler.failures > 1:
@@ -374,6 +380,24 @@ class EventDispatcher:
                 logger.warning(
                     "%r dropped %d events during this run", queue.config.listener, queue.dropped
                 )
+
+
+class _Nothing(contextlib.AbstractAsyncContextManager[None]):
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
+
+
+class _Reporting(contextlib.AbstractAsyncContextManager[None]):
+    """A run without queued listeners: only the failure report at the end."""
+
+    def __init__(self, dispatcher: EventDispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.dispatcher.report()
 
 
 async def _drain_all(queues: Sequence[_Queue], workers: Sequence[asyncio.Task[None]]) -> None:

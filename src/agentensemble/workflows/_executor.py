@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
+from agentensemble.workflows._parallel import ParallelExecutor
+from agentensemble.workflows._sequential import SequentialExecutor
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import RunContext
@@ -31,9 +33,6 @@ class WorkflowExecutor(Protocol):
 
 def executor_for(workflow: Workflow, strategy: ParallelErrorStrategy) -> WorkflowExecutor:
     """The executor of a flat workflow (validated to be SEQUENTIAL or PARALLEL)."""
-    from agentensemble.workflows._parallel import ParallelExecutor
-    from agentensemble.workflows._sequential import SequentialExecutor
-
     if workflow is Workflow.PARALLEL:
         return ParallelExecutor(strategy)
     return SequentialExecutor()
