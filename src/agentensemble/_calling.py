@@ -1,12 +1,58 @@
-"""Calling user code that may be sync or async, without ever blocking the event loop."""
+"""Calling user code that may be sync or async, without ever blocking the event loop.
+
+Sync user code (tools, listeners, handlers, exporters) runs in the current run's own thread
+pool (`sync_pool`), bounded by the ensemble's `max_sync_threads` and shut down when the run
+ends; outside a run it uses the loop's default executor. Context variables are copied in.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["call_user_code"]
+__all__ = ["call_user_code", "sync_pool"]
+
+
+class _Pool:
+    """A run's threads for sync user code, started on first use."""
+
+    def __init__(self, max_workers: int) -> None:
+        self.max_workers = max_workers
+        self._executor: ThreadPoolExecutor | None = None
+
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                self.max_workers, thread_name_prefix="agentensemble-sync"
+            )
+        return self._executor
+
+    def shutdown(self) -> None:
+        """Idle threads end now; a call still running (past its deadline) ends on its own."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+_current: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar(
+    "agentensemble_sync_pool", default=None
+)
+
+
+@contextlib.contextmanager
+def sync_pool(max_workers: int) -> Iterator[None]:
+    """Run sync user code called in this block on a pool of at most `max_workers` threads."""
+    pool = _Pool(max_workers)
+    token = _current.set(pool)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        pool.shutdown()
 
 
 async def call_user_code(
@@ -23,7 +69,10 @@ async def call_user_code(
         return await function(*args, **kwargs)
     import asyncio
 
-    result = await asyncio.to_thread(function, *args, **kwargs)
+    pool = _current.get()
+    call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    executor = pool.executor() if pool is not None else None
+    result = await asyncio.get_running_loop().run_in_executor(executor, call)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
 from agentensemble.errors import ValidationError
 
-__all__ = ["as_tuple", "is_blank", "require_int", "require_text"]
+__all__ = ["as_tuple", "is_blank", "require_int", "require_seconds", "require_text"]
 
 
 def is_blank(value: object) -> bool:
@@ -37,3 +38,11 @@ def as_tuple(value: object, field: str) -> tuple[object, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValidationError(f"{field} must be a list, got: {type(value).__name__}")
     return tuple(value)
+
+
+def require_seconds(value: object, field: str) -> float:
+    """A duration (a timedelta, or seconds) as positive seconds, else a ValidationError."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValidationError(f"{field} must be a positive number of seconds, got: {value!r}")
+    return float(seconds)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
 from agentensemble._inputs import check_inputs
 from agentensemble._logging import get_logger
@@ -93,7 +94,8 @@ async def run_ensemble(
     run = _run_context(ensemble, options, shape.tasks)
     plan = await _plan(ensemble, shape, texts, run, run_inputs)
     exporter = _exporter(ensemble, run.capture_mode)
-    return await execute_run(plan, run, exporter, deadline=options.timeout_seconds)
+    with sync_pool(ensemble.max_sync_threads):
+        return await execute_run(plan, run, exporter, deadline=options.timeout_seconds)
 
 
 def _check_options(options: object) -> RunOptions:

@@ -1,63 +1,155 @@
-"""The one bridge from sync to async: run a coroutine to completion from sync code."""
+"""The one bridge from sync to async: run a coroutine to completion from sync code.
+
+Every sync call runs on one long-lived event loop in a background thread (started on first
+use, stopped at interpreter exit), as other async libraries do. Model clients bound to an
+event loop (the OpenAI SDK's, LangChain's httpx clients) therefore keep working across
+calls and threads, and nothing is opened again for each call: file descriptors and threads
+stay flat over thousands of calls. The caller's context variables (OpenTelemetry's current
+span, logging context) are copied into the call. Ctrl-C while a call waits cancels only
+that call's work, then raises `KeyboardInterrupt`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import contextvars
+import os
+import signal
+import threading
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["background_loop", "run_sync"]
 
 T = TypeVar("T")
 
-_WORKER_START_GRACE = 5.0
-"""Seconds to wait, after Ctrl-C, for a worker that submit() was launching."""
+_CANCEL_GRACE = 30.0
+"""Seconds to wait, after Ctrl-C, for the cancelled work to finish cleaning up."""
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._serve, name="agentensemble-loop", daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        """Close what is bound to the loop (async generators: model clients), then the loop."""
+        if self.loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+_lock = threading.Lock()
+_background: _LoopThread | None = None
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """The long-lived loop that sync calls run on (started on first use)."""
+    global _background
+    with _lock:
+        if _background is None:
+            _background = _LoopThread()
+            atexit.register(_background.stop)
+        return _background.loop
+
+
+def _forget_after_fork() -> None:
+    global _background, _lock
+    _background, _lock = None, threading.Lock()  # the thread did not survive the fork
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run `coroutine` on a fresh event loop and return its result.
+    """Run `coroutine` to completion and return its result; callable from any sync code,
+    including code called from inside a running event loop (a notebook, a web framework)."""
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    loop = background_loop()
+    if running is loop:  # sync code on the background loop itself must not block it
+        return _run_on_own_thread(coroutine)
+    return _run_on(loop, coroutine)
 
-    Works inside a running loop too (a notebook, an async framework): the work then runs on
-    its own loop in a worker thread while this thread waits. Ctrl-C cancels only this work
-    (`asyncio.run` does so in the first case; the worker's task is cancelled in the second).
-    """
-    import asyncio
+
+def _run_on(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    context = contextvars.copy_context()
+    result: concurrent.futures.Future[T] = concurrent.futures.Future()
+    started: list[asyncio.Task[T]] = []
+
+    def start() -> None:
+        task = loop.create_task(coroutine, context=context)
+        started.append(task)
+        task.add_done_callback(lambda done: _settle(result, done))
+
+    def cancel() -> None:
+        # Queued after `start` (the loop runs callbacks in order), so either the work has
+        # started and is cancelled, or it was never scheduled and is dropped here.
+        if started:
+            started[0].cancel()
+        else:
+            coroutine.close()
+            result.cancel()
+            result.set_running_or_notify_cancel()
 
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    return _run_in_worker(coroutine)
+        with _interruptible():
+            loop.call_soon_threadsafe(start)
+            return result.result()
+    except KeyboardInterrupt:
+        loop.call_soon_threadsafe(cancel)
+        with contextlib.suppress(BaseException):
+            result.exception(timeout=_CANCEL_GRACE)  # wait for the work to unwind
+        raise
 
 
-def _run_in_worker(coroutine: Coroutine[Any, Any, T]) -> T:
-    import asyncio
-    import concurrent.futures
-    import contextlib
-    import threading
+def _settle(result: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+    if task.cancelled():
+        result.cancel()
+        result.set_running_or_notify_cancel()
+    elif (error := task.exception()) is not None:
+        result.set_exception(error)
+    else:
+        result.set_result(task.result())
 
-    started, finished = threading.Event(), threading.Event()
-    handles: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[T]]] = []
 
-    def work() -> T:
-        try:
-            with asyncio.Runner() as runner:
-                loop = runner.get_loop()
-                task = loop.create_task(coroutine)
-                handles.append((loop, task))
-                started.set()
-                return loop.run_until_complete(task)
-        finally:
-            finished.set()
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Make Ctrl-C raise `KeyboardInterrupt` while the main thread waits, even when an
+    outer `asyncio.run()` installed a handler that only flags the interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, None):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
+
+def _run_on_own_thread(coroutine: Coroutine[Any, Any, T]) -> T:
+    """For sync code called on the background loop: a fresh loop in a fresh thread."""
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentensemble") as pool:
-        try:
-            return pool.submit(work).result()
-        except KeyboardInterrupt:
-            # Ctrl-C may land while submit() is still starting the worker thread: the work is
-            # then queued or running already, and starts within moments.
-            if started.wait(timeout=_WORKER_START_GRACE):
-                loop, task = handles[0]
-                with contextlib.suppress(RuntimeError):  # the loop already finished
-                    loop.call_soon_threadsafe(task.cancel)
-                finished.wait()  # the pool may not know this thread yet, so it won't join it
-            raise
+        return pool.submit(context.run, asyncio.run, coroutine).result()

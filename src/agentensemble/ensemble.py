@@ -63,7 +63,10 @@ class Ensemble:
     parallel_error_strategy: ParallelErrorStrategy | None = ParallelErrorStrategy.FAIL_FAST
     """What a PARALLEL run does when a task fails."""
     max_concurrency: int | None = None
-    """Most tasks in flight at once in a PARALLEL run (None: no limit)."""
+    """Most tasks of a run in flight at once, across phases (None: no limit)."""
+    max_sync_threads: int = 32
+    """Most threads a run uses for sync user code (tools, listeners, handlers); each run has
+    its own pool, started on first use and shut down when the run ends."""
     rate_limit: RateLimit | None = None
     """Limit on model calls of tasks using the ensemble `llm`: one bucket per run."""
     verbose: bool = False
@@ -169,6 +172,11 @@ def _check_settings(ensemble: Ensemble) -> None:
             raise ValidationError(
                 f"Ensemble max_concurrency must be > 0 when set, got: {ensemble.max_concurrency}"
             )
+    require_int(ensemble.max_sync_threads, "Ensemble max_sync_threads")
+    if ensemble.max_sync_threads <= 0:
+        raise ValidationError(
+            f"Ensemble max_sync_threads must be > 0, got: {ensemble.max_sync_threads}"
+        )
     _check_type(ensemble.parallel_error_strategy, ParallelErrorStrategy, "parallel_error_strategy")
     _check_type(ensemble.rate_limit, RateLimit, "rate_limit")
     _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")

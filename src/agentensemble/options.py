@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from agentensemble._checks import as_tuple, require_int, require_text
+from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
 from agentensemble.errors import ValidationError
 from agentensemble.observability._listeners import check_listeners
 
@@ -37,7 +37,7 @@ class RunOptions:
         if self.run_id is not None:
             require_text(self.run_id, "RunOptions run_id must not be blank when set")
         if self.timeout is not None:
-            _seconds(self.timeout, "RunOptions timeout")
+            require_seconds(self.timeout, "RunOptions timeout")
         listeners = as_tuple(self.listeners, "RunOptions listeners")
         check_listeners(listeners, field="RunOptions listeners")
         object.__setattr__(self, "listeners", listeners)
@@ -45,7 +45,7 @@ class RunOptions:
     @property
     def timeout_seconds(self) -> float | None:
         """`timeout` in seconds (None when unset)."""
-        return None if self.timeout is None else _seconds(self.timeout, "RunOptions timeout")
+        return None if self.timeout is None else require_seconds(self.timeout, "RunOptions timeout")
 
 
 def check_length(value: int | None, field: str) -> None:
@@ -55,10 +55,3 @@ def check_length(value: int | None, field: str) -> None:
     require_int(value, field)
     if value < -1:
         raise ValidationError(f"{field} must be -1 (unlimited) or >= 0, got: {value}")
-
-
-def _seconds(value: object, field: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValidationError(f"{field} must be a positive number of seconds, got: {value!r}")
-    return float(seconds)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from agentensemble._checks import as_tuple, require_int, require_text
+from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
 from agentensemble.models import (
@@ -68,6 +69,9 @@ class Task:
     """Limit on this task's model calls, in a bucket of its own."""
     model_settings: ModelSettings | None
     """Request options for this task's model calls; they win over the agent's, field by field."""
+    timeout: float | None
+    """Seconds the whole task may take (every model call, tool call and retry); past it the
+    task fails. Given as seconds or a timedelta; None: no limit."""
 
     def __init__(
         self,
@@ -83,6 +87,7 @@ class Task:
         handler: Handler | None = None,
         rate_limit: RateLimit | None = None,
         model_settings: ModelSettings | None = None,
+        timeout: timedelta | float | None = None,
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -117,6 +122,7 @@ class Task:
         set_(self, "handler", handler)
         set_(self, "rate_limit", rate_limit)
         set_(self, "model_settings", check_settings(model_settings, "Task"))
+        set_(self, "timeout", None if timeout is None else require_seconds(timeout, "Task timeout"))
 
     @classmethod
     def of(cls, description: str, expected_output: str | None = None) -> Task:

@@ -21,7 +21,7 @@ from agentensemble.models._settings import merge_settings
             "ModelSettings temperature must be a number",
         ),
         (lambda: ModelSettings(max_tokens=0), "ModelSettings max_tokens must be > 0, got: 0"),
-        (lambda: ModelSettings(timeout=0), "ModelSettings timeout must be positive"),
+        (lambda: ModelSettings(timeout=0), "ModelSettings timeout must be a positive number"),
         (
             lambda: ModelSettings(extra=[1]),  # type: ignore[arg-type]
             "ModelSettings extra must be a mapping",

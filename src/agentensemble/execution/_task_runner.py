@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentensemble._logging import task_log_context
-from agentensemble.errors import TaskExecutionError
+from agentensemble.errors import AgentExecutionError, TaskExecutionError
 from agentensemble.execution._recorder import TaskRecorder
 from agentensemble.execution._steps import TaskState
 
@@ -49,8 +49,7 @@ async def run_task(task: TaskContext) -> TaskOutput:
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         await recorder.task_started()
         try:
-            for step in planned.steps:
-                await step(state)
+            await _run_steps(state)
         except Exception as error:
             await recorder.task_failed(error)
             raise
@@ -61,3 +60,27 @@ async def run_task(task: TaskContext) -> TaskOutput:
             task.run.outputs.record(planned.source, output)
         await recorder.task_completed(output)
     return output
+
+
+async def _run_steps(state: TaskState) -> None:
+    """Every step in order, within the task's deadline if it has one."""
+    planned = state.task.planned
+    seconds = planned.source.timeout
+    if seconds is None:
+        for step in planned.steps:
+            await step(state)
+        return
+    import asyncio
+
+    try:
+        async with asyncio.timeout(seconds) as deadline:
+            for step in planned.steps:
+                await step(state)
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        raise AgentExecutionError(
+            f"Task '{planned.source.label}' timed out after {seconds:g}s (its Task timeout)",
+            agent_role=planned.role,
+            task_description=planned.description,
+        ) from None

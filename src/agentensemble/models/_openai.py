@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentensemble._extras import require
+from agentensemble.errors import ValidationError
 from agentensemble.models._messages import (
     AssistantMessage,
     ChatResponse,
@@ -20,6 +20,7 @@ from agentensemble.models._messages import (
     Usage,
     UserMessage,
 )
+from agentensemble.models._per_loop import PerLoop
 from agentensemble.models._settings import ModelSettings
 
 __all__ = ["OpenAIChatModel"]
@@ -46,6 +47,10 @@ class OpenAIChatModel:
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         require("openai", "openai")
+        if base_url is not None and not base_url.startswith(("http://", "https://")):
+            raise ValidationError(
+                f"OpenAIChatModel base_url must start with http:// or https://, got: {base_url!r}"
+            )
         self.model = model
         self.model_name = model
         """The model id sent with every request; events, traces and spans show it."""
@@ -55,33 +60,40 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.temperature = temperature
         self._extra_body = dict(extra_body or {})
-        self._clients: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._clients: PerLoop[Any] = PerLoop(self._new_client, _close_client)
+        """One SDK client per event loop: pooled connections belong to the loop that opened
+        them. A client is closed when its loop shuts down."""
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _get_client(self) -> Any:
-        """The SDK client of the running event loop.
+    def _new_client(self) -> Any:
+        openai = require("openai", "openai")
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if api_key is None:
+            if self.base_url is None:
+                raise ValidationError(
+                    f"OpenAIChatModel {self.model!r} has no API key: set OPENAI_API_KEY or "
+                    "pass api_key=... (for an OpenAI-compatible server, pass base_url=...)"
+                )
+            api_key = "not-needed"  # local OpenAI-compatible servers take any key
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
 
-        Pooled HTTP connections belong to the loop that opened them, and every `run()` has
-        its own loop: sharing one client across loops breaks the second run on keep-alive
-        connections ("Event loop is closed"). A client is made per loop and dropped with it.
-        """
-        import asyncio
+    async def aclose(self) -> None:
+        """Close the SDK client of the running event loop now. Clients are also closed when
+        their loop shuts down, so this is only needed to release connections early."""
+        await self._clients.aclose()
 
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            openai = require("openai", "openai")
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
-            client = openai.AsyncOpenAI(
-                api_key=api_key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-            )
-            self._clients[loop] = client
-        return client
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _request(
         self,
@@ -118,9 +130,14 @@ class OpenAIChatModel:
         settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Send one chat-completions request and convert the reply."""
-        completion = await self._get_client().chat.completions.create(
+        client = await self._clients.get()
+        completion = await client.chat.completions.create(
             **self._request(messages, tools, settings)
         )
+        if not completion.choices:
+            raise RuntimeError(
+                f"the server's chat completion for model {self.model!r} has no choices"
+            )
         choice = completion.choices[0].message
         calls = tuple(
             ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
@@ -140,7 +157,8 @@ class OpenAIChatModel:
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream a chat completion: text deltas as they arrive, then the whole turn."""
         request = self._request(messages, tools, settings)
-        chunks = await self._get_client().chat.completions.create(
+        client = await self._clients.get()
+        chunks = await client.chat.completions.create(
             **request, stream=True, stream_options={"include_usage": True}
         )
         assembly = _StreamAssembly()
@@ -200,6 +218,10 @@ def _response_format(schema: Any) -> dict[str, Any]:
         "type": "json_schema",
         "json_schema": {"name": "output", "schema": dict(schema), "strict": False},
     }
+
+
+async def _close_client(client: Any) -> None:
+    await client.close()
 
 
 def _usage(usage: Any) -> Usage | None:

@@ -100,6 +100,11 @@ def _openai_compatible(model: str, *, spec: str, field: str) -> ChatModel:
     name, at, url = model.rpartition("@")
     if at and url.startswith(("http://", "https://")):
         return OpenAIChatModel(name, base_url=url)
+    if at:
+        raise ValidationError(
+            f"{field} '{spec}': the base URL after '@' must start with http:// or https://, "
+            f"got: '{url}'"
+        )
     base_url = os.environ.get("OPENAI_BASE_URL")
     if base_url is None:
         raise ValidationError(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from agentensemble._checks import require_int
+from agentensemble._checks import require_int, require_seconds
 from agentensemble.errors import ValidationError
 
 __all__ = ["ModelSettings"]
@@ -42,11 +42,7 @@ class ModelSettings:
                     f"ModelSettings max_tokens must be > 0, got: {self.max_tokens}"
                 )
         if self.timeout is not None:
-            seconds = _seconds(self.timeout)
-            if seconds <= 0:
-                raise ValidationError(
-                    f"ModelSettings timeout must be positive, got: {self.timeout}"
-                )
+            require_seconds(self.timeout, "ModelSettings timeout")
         if self.output_schema is not None and not isinstance(self.output_schema, Mapping):
             raise ValidationError(
                 "ModelSettings output_schema must be a JSON Schema mapping, got: "
@@ -59,7 +55,7 @@ class ModelSettings:
     @property
     def timeout_seconds(self) -> float | None:
         """`timeout` in seconds (None when unset)."""
-        return None if self.timeout is None else _seconds(self.timeout)
+        return None if self.timeout is None else require_seconds(self.timeout, "timeout")
 
     def merged_with(self, override: ModelSettings | None) -> ModelSettings:
         """These settings with every field `override` sets replacing ours (``extra`` merged)."""
@@ -91,12 +87,6 @@ def check_settings(value: object, owner: str) -> ModelSettings | None:
     if value is None or isinstance(value, ModelSettings):
         return value
     raise ValidationError(f"{owner} model_settings must be a ModelSettings, got: {value!r}")
-
-
-def _seconds(value: object) -> float:
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return _require_number(value, "timeout", minimum=None)
 
 
 def _require_number(value: object, name: str, *, minimum: float | None) -> float:

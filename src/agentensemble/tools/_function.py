@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble._calling import call_user_code
+from agentensemble._checks import require_seconds
 from agentensemble.errors import ValidationError
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
@@ -52,7 +53,9 @@ class FunctionTool:
         self.fn = fn
         self.name = check_tool_name(name or fn.__name__, "Tool")
         self.description = description or inspect.getdoc(fn) or f"Call {self.name}."
-        self.timeout: float | None = _timeout_seconds(timeout, self.name)
+        self.timeout: float | None = (
+            None if timeout is None else require_seconds(timeout, f"Tool '{self.name}' timeout")
+        )
         """Seconds one call may take before it fails (None: no limit)."""
         self.is_method = False
         """Set when the tool is defined in a class body (see `__set_name__`)."""
@@ -127,17 +130,6 @@ class FunctionTool:
 
         async with asyncio.timeout(self.timeout):
             return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
-
-
-def _timeout_seconds(timeout: timedelta | float | None, name: str) -> float | None:
-    if timeout is None:
-        return None
-    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ValidationError(
-            f"Tool '{name}' timeout must be a positive number of seconds, got: {timeout!r}"
-        )
-    return float(seconds)
 
 
 def _takes_context(fn: Callable[..., Any], skip: int) -> bool:
