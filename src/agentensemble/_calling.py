@@ -15,7 +15,18 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["call_user_code", "sync_pool"]
+__all__ = ["NOTHING", "call_user_code", "sync_pool"]
+
+
+class _Nothing(contextlib.AbstractAsyncContextManager[None]):
+    """An async context manager that does nothing (cheaper than a generator-based one)."""
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+NOTHING = _Nothing()
+"""Use where a context manager is optional and absent."""
 
 
 class _Pool:

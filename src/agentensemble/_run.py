@@ -88,14 +88,22 @@ async def run_ensemble(
 ) -> EnsembleOutput:
     """Validate, plan and execute one run of `ensemble`."""
     options = _check_options(options)
+    seconds = options.timeout_seconds
+    deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
     run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
     texts = dict(zip(shape.tasks, resolve_texts(shape.tasks, run_inputs), strict=True))
     run = _run_context(ensemble, options, shape.tasks)
-    plan = await _plan(ensemble, shape, texts, run, run_inputs)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
-        return await execute_run(plan, run, exporter, deadline=options.timeout_seconds)
+        try:
+            async with asyncio.timeout_at(deadline) as planning:
+                plan = await _plan(ensemble, shape, texts, run, run_inputs)
+        except TimeoutError:
+            if not planning.expired():
+                raise
+            return await _timed_out_while_planning(run, run_inputs, exporter)
+        return await execute_run(plan, run, exporter, deadline=deadline)
 
 
 def _check_options(options: object) -> RunOptions:
@@ -213,6 +221,30 @@ async def _plan(
     )
 
 
+async def _timed_out_while_planning(
+    run: RunContext, inputs: Mapping[str, str], exporter: TraceExporter | None
+) -> EnsembleOutput:
+    """The run's deadline expired before any task started (agent synthesis was slow)."""
+    logger.warning("Run %s reached its deadline while planning; no task ran", run.run_id)
+    record = RunRecord(
+        ensemble_id=run.run_id,
+        workflow="",
+        capture_mode=run.capture_mode,
+        started_at=datetime.now(UTC),
+        inputs=inputs,
+        agents=(),
+    )
+    trace = build_trace(record, (), duration=timedelta(0), exit_reason=ExitReason.TIMEOUT.value)
+    await export_trace(exporter, trace)
+    return EnsembleOutput(
+        task_outputs=(),
+        total_duration=timedelta(0),
+        exit_reason=ExitReason.TIMEOUT,
+        metrics=trace.metrics,
+        trace=trace,
+    )
+
+
 async def execute_run(
     plan: RunPlan, run: RunContext, exporter: TraceExporter | None, *, deadline: float | None
 ) -> EnsembleOutput:
@@ -275,21 +307,19 @@ async def execute_run(
     )
 
 
-async def _execute(plan: RunPlan, run: RunContext, seconds: float | None) -> ExitReason:
-    """COMPLETED, TIMEOUT when the run's deadline expired, or the reason a control-flow
-    signal carries; errors propagate."""
+async def _execute(plan: RunPlan, run: RunContext, deadline: float | None) -> ExitReason:
+    """COMPLETED, TIMEOUT when the run's deadline (a loop time) expired, or the reason a
+    control-flow signal carries; errors propagate."""
     try:
-        if seconds is None:
+        if deadline is None:
             await plan.executor.execute(plan.tasks, run)
             return ExitReason.COMPLETED
-        async with asyncio.timeout(seconds) as deadline:
+        async with asyncio.timeout_at(deadline) as expiry:
             await plan.executor.execute(plan.tasks, run)
     except TimeoutError:
-        if seconds is None or not deadline.expired():
+        if deadline is None or not expiry.expired():
             raise
-        logger.warning(
-            "Run %s reached its %ss deadline; running tasks were cancelled", run.run_id, seconds
-        )
+        logger.warning("Run %s reached its deadline; running tasks were cancelled", run.run_id)
         return ExitReason.TIMEOUT
     except BaseException as error:
         signal = find_signal(error)

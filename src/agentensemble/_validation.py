@@ -57,14 +57,14 @@ def validate_flat(
     checked = _check_elements(tasks)
     if not checked:
         raise ValidationError("Ensemble must have at least one task or phase with tasks")
+    _check_listed_once(checked)
     _check_rate_limit(shape)
     for task in checked:
         _check_has_model(task, shape, where="")
     effective = workflow or infer_workflow(checked)
     _check_workflow_settings(effective, shape)
     check_context_cycles(checked)
-    if effective is Workflow.SEQUENTIAL:
-        _check_context_order(checked, outside=frozenset())
+    _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
 
 
@@ -87,7 +87,7 @@ def validate_phases(
         visible = frozenset(task for before in _ancestors(item.phase) for task in before.tasks)
         _check_cross_phase_context(item.phase, owner, visible)
         if item.workflow is Workflow.SEQUENTIAL:
-            _check_context_order(item.phase.tasks, outside=visible)
+            _check_context_order(item.phase.tasks, outside=visible, ordered=True)
     return shapes
 
 
@@ -150,8 +150,20 @@ def check_context_cycles(tasks: Sequence[Task]) -> None:
                 stack.append((dependency, iter(dependency.context)))
 
 
-def _check_context_order(tasks: Sequence[Task], *, outside: frozenset[Task]) -> None:
-    """Under SEQUENTIAL, context tasks come earlier (or from `outside`: earlier phases)."""
+def _check_listed_once(tasks: Sequence[Task]) -> None:
+    seen: set[Task] = set()
+    for index, task in enumerate(tasks):
+        if task in seen:
+            raise ValidationError(
+                f"Ensemble tasks[{index}] is task '{task.description}' again: a task may be "
+                "listed once. Use task.copy() for a second task with the same settings."
+            )
+        seen.add(task)
+
+
+def _check_context_order(tasks: Sequence[Task], *, outside: frozenset[Task], ordered: bool) -> None:
+    """Context tasks belong to the run (or come from `outside`: earlier phases) under every
+    workflow; `ordered` (SEQUENTIAL) also wants them earlier in the list."""
     position = {task: index for index, task in enumerate(tasks)}
     for index, task in enumerate(tasks):
         for dependency in task.context:
@@ -163,7 +175,7 @@ def _check_context_order(tasks: Sequence[Task], *, outside: frozenset[Task]) -> 
                     "All context tasks must be included in the ensemble before they can be "
                     "referenced."
                 )
-            if where is not None and where > index:
+            if ordered and where is not None and where > index:
                 raise ValidationError(
                     f"Task '{task.description}' references context task "
                     f"'{dependency.description}' which appears later in the task list. "
@@ -198,21 +210,32 @@ def _check_phase_graph(phases: Sequence[Phase]) -> None:
                     f"Phase '{phase.name}' runs after phase '{before.name}', which is not in "
                     "the ensemble's phases"
                 )
+    _check_phase_cycles(phases)
+
+
+def _check_phase_cycles(phases: Sequence[Phase]) -> None:
+    """Iterative depth-first search (a chain of thousands of phases must not recurse)."""
     done: set[Phase] = set()
-
-    def visit(phase: Phase, path: tuple[Phase, ...]) -> None:
-        if phase in path:
-            raise ValidationError(
-                f"Circular phase dependency detected involving phase '{phase.name}'. Phase "
-                "dependencies must form a directed acyclic graph (DAG)."
-            )
-        if phase not in done:
-            for before in phase.after:
-                visit(before, (*path, phase))
-            done.add(phase)
-
-    for phase in phases:
-        visit(phase, ())
+    for root in phases:
+        if root in done:
+            continue
+        on_path = {root}
+        stack = [(root, iter(root.after))]
+        while stack:
+            phase, pending = stack[-1]
+            before = next(pending, None)
+            if before is None:
+                stack.pop()
+                on_path.discard(phase)
+                done.add(phase)
+            elif before in on_path:
+                raise ValidationError(
+                    f"Circular phase dependency detected involving phase '{before.name}'. "
+                    "Phase dependencies must form a directed acyclic graph (DAG)."
+                )
+            elif before not in done:
+                on_path.add(before)
+                stack.append((before, iter(before.after)))
 
 
 def _task_owners(phases: Sequence[Phase]) -> dict[Task, Phase]:

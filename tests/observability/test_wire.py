@@ -39,6 +39,9 @@ class Everything(EnsembleListener):
     async def on_event(self, event: Event) -> None:
         self.events.append(event)
 
+    def on_token(self, event: Event) -> None:
+        """Asking for tokens by name turns streaming on; `on_event` then sees them too."""
+
 
 @tool
 def lookup(key: str) -> dict[str, int]:

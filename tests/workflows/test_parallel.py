@@ -269,16 +269,17 @@ def test_an_inferred_sequential_run_still_rejects_context_outside_the_ensemble()
         ).run()
 
 
-def test_a_context_task_outside_the_graph_is_simply_absent() -> None:
+def test_a_context_task_outside_the_ensemble_is_rejected_under_parallel_too() -> None:
+    from agentensemble import ValidationError
+
     outside = Task("Outside")
     llm = FunctionModel(lambda m, t: "ok")
-    output = Ensemble(
+    ensemble = Ensemble(
         tasks=[Task("Inside", context=[outside])], llm=llm, workflow=Workflow.PARALLEL
-    ).run()
-    assert output.raw == "ok"
-    prompt = llm.requests[0].messages[1]
-    assert isinstance(prompt, UserMessage)
-    assert "## Context" not in prompt.text
+    )
+    with pytest.raises(ValidationError, match="references context task 'Outside' which is not"):
+        ensemble.run()
+    assert llm.requests == []  # before any model call (DESIGN 9: never silently dropped)
 
 
 def test_parallel_validation() -> None:

@@ -116,7 +116,7 @@ def _start(state: TaskState) -> AgentLoop:
         max_iterations=planned.agent.max_iterations,
         messages=[SystemMessage(prompts.system), UserMessage(prompts.user)],
         streaming=model
-        if task.run.events.wants("on_token") and isinstance(model, StreamingChatModel)
+        if task.run.events.streams_tokens and isinstance(model, StreamingChatModel)
         else None,
     )
 
@@ -168,9 +168,11 @@ async def _call_model(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatRespons
     import asyncio
 
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout) as deadline:
             return await _drain(loop, sent)
     except TimeoutError:
+        if not deadline.expired():
+            raise  # the model adapter's own TimeoutError
         raise AgentExecutionError(
             f"Agent '{loop.role}' failed: the model call timed out after {timeout:g}s "
             "(ModelSettings timeout)",

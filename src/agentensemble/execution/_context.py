@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentensemble._calling import NOTHING
 from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
@@ -34,16 +35,6 @@ __all__ = ["RunContext", "RunLimiters", "RunOutputs", "TaskContext", "new_id"]
 def new_id() -> str:
     """A random 32-hex-digit id (as unique as a UUID4, without building a UUID object)."""
     return os.urandom(16).hex()
-
-
-class _Nothing(AbstractAsyncContextManager[None]):
-    """An async context manager that does nothing (cheaper than a generator-based one)."""
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-NOTHING = _Nothing()
 
 
 class RunOutputs:
@@ -76,8 +67,10 @@ class RunOutputs:
 
 @dataclass(frozen=True, slots=True)
 class RunLimiters:
-    """The rate-limit buckets that belong to one run: the ensemble's, and one per task
-    whose `rate_limit` applies to the ensemble model (not nested in the ensemble's)."""
+    """The rate-limit buckets that belong to one run: the ensemble's (for tasks on the
+    ensemble model), and one per task whose `rate_limit` is not already wrapped around a
+    task `llm` of its own: on the ensemble model it replaces the ensemble's bucket, with an
+    explicit agent it applies on top of the agent's own limit."""
 
     ensemble: RateLimiter | None = None
     by_task: Mapping[Task, RateLimiter] = field(default_factory=dict)
@@ -88,16 +81,17 @@ class RunLimiters:
         by_task = {
             task: RateLimiter(task.rate_limit)
             for task in tasks
-            if task.rate_limit is not None and task.llm is None and task.agent is None
+            if task.rate_limit is not None and task.llm is None
         }
         ensemble = RateLimiter(ensemble_limit) if ensemble_limit is not None else None
         return cls(ensemble, by_task)
 
     def for_task(self, task: Task) -> RateLimiter | None:
         """The run's bucket for `task`'s model calls, if the run owns one."""
-        if task.agent is not None or task.llm is not None:
-            return None  # an explicit model carries its own bucket, if any
-        return self.by_task.get(task, self.ensemble)
+        own = self.by_task.get(task)
+        if own is not None or task.agent is not None or task.llm is not None:
+            return own  # an explicit model carries its own bucket, if any
+        return self.ensemble
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

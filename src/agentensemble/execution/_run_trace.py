@@ -26,7 +26,7 @@ from agentensemble.observability._trace import (
 )
 from agentensemble.outputs import TaskOutput
 
-__all__ = ["RunRecord", "build_trace", "completed_outputs_of", "errors_of", "export_trace"]
+__all__ = ["RunRecord", "build_trace", "errors_of", "export_trace"]
 
 logger = get_logger("agentensemble.traces")
 
@@ -85,13 +85,6 @@ def _summary(agent: Agent) -> AgentSummary:
         tool_names=tuple(spec.name for spec in agent.tool_set.specs),
         allow_delegation=agent.allow_delegation,
     )
-
-
-def completed_outputs_of(error: BaseException) -> tuple[TaskOutput, ...]:
-    """The outputs a run failure carries."""
-    if isinstance(error, (TaskExecutionError, ParallelExecutionError)):
-        return error.completed_outputs
-    return ()
 
 
 def _role_of(error: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from agentensemble._logging import task_log_context
@@ -50,7 +51,7 @@ async def run_task(task: TaskContext) -> TaskOutput:
         await recorder.task_started()
         try:
             await _run_steps(state)
-        except Exception as error:
+        except (Exception, asyncio.CancelledError) as error:  # cancelled: still an ending
             await recorder.task_failed(error)
             raise
         output = state.output
@@ -70,8 +71,6 @@ async def _run_steps(state: TaskState) -> None:
         for step in planned.steps:
             await step(state)
         return
-    import asyncio
-
     try:
         async with asyncio.timeout(seconds) as deadline:
             for step in planned.steps:

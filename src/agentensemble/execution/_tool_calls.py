@@ -101,9 +101,14 @@ async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Exec
     import asyncio
 
     try:
-        async with asyncio.timeout(TOOL_BATCH_TIMEOUT), asyncio.TaskGroup() as group:
-            running = [group.create_task(_execute(loop, call)) for call in calls]
+        async with asyncio.timeout(TOOL_BATCH_TIMEOUT) as deadline:
+            async with asyncio.TaskGroup() as group:
+                running = [group.create_task(_execute(loop, call)) for call in calls]
+    except BaseExceptionGroup as group_error:  # a call failed outside the tool's own code
+        raise group_error.exceptions[0] from None
     except TimeoutError:
+        if not deadline.expired():
+            raise
         minutes = TOOL_BATCH_TIMEOUT / 60
         raise AgentExecutionError(
             f"Parallel tool execution for agent '{loop.role}' timed out after {minutes:g} minutes",

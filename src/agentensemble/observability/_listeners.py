@@ -8,7 +8,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from agentensemble._calling import call_user_code
+from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 
@@ -328,6 +328,12 @@ class EventDispatcher:
                 handler.queue = queue
         return handlers
 
+    @property
+    def streams_tokens(self) -> bool:
+        """Whether a listener asked for tokens by name (``on_token``): only then are answers
+        streamed; a catch-all ``on_event`` then receives the tokens too."""
+        return any(handler.method == "on_token" for handler in self._handlers["on_token"])
+
     def wants(self, method: str) -> bool:
         """Whether any listener handles `method` (lets callers skip building events)."""
         return bool(self._handlers[method])
@@ -347,22 +353,26 @@ class EventDispatcher:
         if not self._queues and self.listeners:
             return _Reporting(self)
         if not self._queues:
-            return _NOTHING
+            return NOTHING
         return self._serving()
 
     @contextlib.asynccontextmanager
     async def _serving(self) -> AsyncIterator[None]:
-        try:
-            import asyncio
+        # Plain tasks, not a TaskGroup: a TaskGroup would wrap the run's own error in an
+        # ExceptionGroup. The workers never raise; they are always cancelled and awaited.
+        import asyncio
 
-            async with asyncio.TaskGroup() as group:
-                workers = [group.create_task(queue.deliver()) for queue in self._queues]
-                try:
-                    yield
-                finally:
-                    await _drain_all(self._queues, workers)
+        workers = [asyncio.create_task(queue.deliver()) for queue in self._queues]
+        try:
+            yield
         finally:
-            self.report()
+            try:
+                await _drain_all(self._queues)
+            finally:
+                for worker in workers:
+                    worker.cancel()
+                await asyncio.wait(workers)
+                self.report()
 
     def report(self) -> None:
         """Log listener failures beyond the first, and events dropped by full queues."""
@@ -382,14 +392,6 @@ class EventDispatcher:
                 )
 
 
-class _Nothing(contextlib.AbstractAsyncContextManager[None]):
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-_NOTHING = _Nothing()
-
-
 class _Reporting(contextlib.AbstractAsyncContextManager[None]):
     """A run without queued listeners: only the failure report at the end."""
 
@@ -400,13 +402,13 @@ class _Reporting(contextlib.AbstractAsyncContextManager[None]):
         self.dispatcher.report()
 
 
-async def _drain_all(queues: Sequence[_Queue], workers: Sequence[asyncio.Task[None]]) -> None:
-    try:
+async def _drain_all(queues: Sequence[_Queue]) -> None:
+    """Every queue drains at once, each within its own `drain_timeout`."""
+    import asyncio
+
+    async with asyncio.TaskGroup() as group:
         for queue in queues:
-            await queue.drain()
-    finally:
-        for worker in workers:
-            worker.cancel()
+            group.create_task(queue.drain())
 
 
 def _lookup(listener: object, name: str) -> Callable[[Any], Any]:

@@ -43,8 +43,10 @@ class OpenTelemetryListener(EnsembleListener):
         self._trace = trace
         self._tracer = trace.get_tracer("agentensemble", tracer_provider=tracer_provider)
         self._runs: dict[str, Any] = {}
-        self._tasks: dict[tuple[str, int], Any] = {}
-        self._calls: dict[tuple[str, int, int], Any] = {}
+        self._tasks: dict[tuple[str, str], Any] = {}
+        """Open task spans by (run id, task id)."""
+        self._calls: dict[tuple[str, str, int], Any] = {}
+        """Open chat spans by (run id, task id, iteration)."""
 
     def _start(self, name: str, parent: Any, attributes: dict[str, Any], **options: Any) -> Any:
         context = self._trace.set_span_in_context(parent) if parent is not None else None
@@ -71,23 +73,24 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_task_start(self, event: TaskStartEvent) -> None:
         """Open a task span under the run span."""
-        self._tasks[(event.ensemble_id, event.task_index)] = self._start(
+        self._tasks[(event.ensemble_id, event.task_id)] = self._start(
             f"invoke_agent {event.agent_role}",
             self._runs.get(event.ensemble_id),
             {
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": event.agent_role,
                 "agentensemble.task.index": event.task_index,
+                "agentensemble.task.id": event.task_id,
                 "agentensemble.task.description": event.task_description,
             },
         )
 
     async def on_llm_iteration_started(self, event: LlmIterationStartedEvent) -> None:
         """Open a chat span under the task span."""
-        key = (event.ensemble_id, event.task_index, event.iteration_index)
+        key = (event.ensemble_id, event.task_id, event.iteration_index)
         self._calls[key] = self._start(
             f"chat {event.model_name}",
-            self._tasks.get((event.ensemble_id, event.task_index)),
+            self._tasks.get((event.ensemble_id, event.task_id)),
             {
                 "gen_ai.operation.name": "chat",
                 "gen_ai.request.model": event.model_name,
@@ -98,7 +101,7 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_llm_iteration_completed(self, event: LlmIterationCompletedEvent) -> None:
         """Close the chat span with token usage and the finish reason."""
-        key = (event.ensemble_id, event.task_index, event.iteration_index)
+        key = (event.ensemble_id, event.task_id, event.iteration_index)
         span = self._calls.pop(key, None)
         if span is None:
             return
@@ -115,7 +118,7 @@ class OpenTelemetryListener(EnsembleListener):
         end = _now_ns()
         span = self._start(
             f"execute_tool {event.tool_name}",
-            self._tasks.get((event.ensemble_id, event.task_index)),
+            self._tasks.get((event.ensemble_id, event.task_id)),
             {
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": event.tool_name,
@@ -130,7 +133,7 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         """Close the task span with its token totals."""
-        span = self._tasks.pop((event.ensemble_id, event.task_index), None)
+        span = self._tasks.pop((event.ensemble_id, event.task_id), None)
         if span is None:
             return
         metrics = event.task_output.metrics
@@ -141,14 +144,23 @@ class OpenTelemetryListener(EnsembleListener):
         span.end()
 
     async def on_task_failed(self, event: TaskFailedEvent) -> None:
-        """Close the task span as failed."""
-        span = self._tasks.pop((event.ensemble_id, event.task_index), None)
+        """Close the task span (and a model call it was in) as failed."""
+        for key in [k for k in self._calls if k[:2] == (event.ensemble_id, event.task_id)]:
+            call = self._calls.pop(key)
+            self._fail(call, event.cause)
+            call.end()
+        span = self._tasks.pop((event.ensemble_id, event.task_id), None)
         if span is not None:
             self._fail(span, event.cause)
             span.end()
 
     async def on_ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
-        """Close the run span (as failed when the run raised)."""
+        """Close the run span (as failed when the run raised), and any span of the run still
+        open."""
+        for call in [k for k in self._calls if k[0] == event.ensemble_id]:
+            self._calls.pop(call).end()
+        for task in [k for k in self._tasks if k[0] == event.ensemble_id]:
+            self._tasks.pop(task).end()
         span = self._runs.pop(event.ensemble_id, None)
         if span is None:
             return

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         ToolCallEvent,
     )
 
-__all__ = ["WIRE_TYPES", "serialize_event"]
+__all__ = ["serialize_event"]
 
 _CONTEXT_LIMIT = 8000
 _MESSAGES_SHOWN = 20
@@ -56,7 +56,7 @@ def _at(moment: datetime) -> str:
 def _json_safe(value: object) -> Any:
     from pydantic_core import to_jsonable_python
 
-    return to_jsonable_python(value, fallback=repr)
+    return to_jsonable_python(value, fallback=repr, inf_nan_mode="null", bytes_mode="base64")
 
 
 def _task_ids(task_id: str, parent_task_id: str | None) -> dict[str, Any]:
@@ -66,7 +66,10 @@ def _task_ids(task_id: str, parent_task_id: str | None) -> dict[str, Any]:
 def _reason(error: BaseException | None) -> str | None:
     if error is None:
         return None
-    return str(error) or type(error).__name__
+    try:
+        return str(error) or type(error).__name__
+    except Exception:  # an exception whose __str__ fails
+        return type(error).__name__
 
 
 def _ensemble_started(event: EnsembleStartedEvent) -> dict[str, Any]:
@@ -265,6 +268,3 @@ _BUILDERS: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     "delegation_completed": ("delegation_completed", _delegation_completed),
     "delegation_failed": ("delegation_failed", _delegation_failed),
 }
-
-WIRE_TYPES: dict[str, str] = {event_type: wire for event_type, (wire, _) in _BUILDERS.items()}
-"""The wire ``type`` of each event ``type``."""

@@ -115,10 +115,6 @@ class FunctionTool:
         leading = (context,) if self._wants_context else ()
         try:
             value = await self._call(leading, kwargs)
-        except TimeoutError:
-            return ToolResult.failure(
-                f"Tool '{self.name}' timed out after {self.timeout:g}s (its @tool timeout)"
-            )
         except Exception as error:
             return ToolResult.failure(error_text(error))
         return coerce_result(value)
@@ -128,16 +124,28 @@ class FunctionTool:
             return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
         import asyncio
 
-        async with asyncio.timeout(self.timeout):
-            return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
+        try:
+            async with asyncio.timeout(self.timeout) as deadline:
+                return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the tool's own TimeoutError, not its deadline
+            raise TimeoutError(
+                f"Tool '{self.name}' timed out after {self.timeout:g}s (its @tool timeout)"
+            ) from None
 
 
 def _takes_context(fn: Callable[..., Any], skip: int) -> bool:
-    """Whether the first parameter after `skip` is annotated `ToolContext`."""
+    """Whether the first parameter after `skip` is annotated `ToolContext` (also as a string
+    that cannot be resolved, e.g. imported only under TYPE_CHECKING)."""
     parameters = list(inspect.signature(fn).parameters.values())[skip:]
     if not parameters:
         return False
-    return _type_hints(fn).get(parameters[0].name) is ToolContext
+    first = parameters[0]
+    if _type_hints(fn).get(first.name) is ToolContext:
+        return True
+    annotation = first.annotation
+    return isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "ToolContext"
 
 
 def _arguments_model(fn: Callable[..., Any], name: str, *, skip: int) -> type[pydantic.BaseModel]:

@@ -77,21 +77,35 @@ class DagRun:
         """Run `plan` and whatever is added meanwhile; raise the failures at the end."""
         import asyncio
 
-        async with asyncio.TaskGroup() as group:
-            self._group = group
-            self.add(plan)
-        self._group = None
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                self.add(plan)
+        finally:
+            self._group = None
         self._raise_failures()
         return tuple(self.outputs)
 
     def add(self, tasks: Sequence[PlannedTask]) -> None:
         """Add tasks to the running graph. A task waits for those of its context tasks that
-        are in the graph and not yet settled; the others' outputs are read from the run."""
+        are in the graph and not yet settled; the others must have completed already (their
+        outputs are read from the run). Add a task before (or with) its dependents."""
         if self._group is None:
             raise RuntimeError("DagRun.add: the graph has finished")
         for planned in tasks:
+            if planned.source in self.members:
+                raise ValueError(
+                    f"DagRun.add: task '{planned.description}' is already in the graph"
+                )
             self.members[planned.source] = planned
-            self.dependents.setdefault(planned.source, [])
+            self.dependents[planned.source] = []
+        for planned in tasks:
+            for dependency in planned.source.context:
+                if dependency not in self.members and self.run.outputs.get(dependency) is None:
+                    raise ValueError(
+                        f"DagRun.add: task '{planned.description}' depends on "
+                        f"'{dependency.description}', which is neither in the graph nor completed"
+                    )
         ready = []
         for planned in tasks:
             waiting = 0
@@ -152,7 +166,11 @@ class DagRun:
             return
         self.outputs.append(output)
         if self.on_task_done is not None:
-            self.on_task_done(self, planned, output)
+            try:
+                self.on_task_done(self, planned, output)
+            except Exception as error:  # the hook's failure is this task's, not the graph's
+                self.failures.append((planned, error))
+                self.broken.add(planned.source)
 
     def _skip(self, planned: PlannedTask) -> None:
         logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
