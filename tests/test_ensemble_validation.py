@@ -109,7 +109,7 @@ def test_missing_template_variables_fail_before_any_model_call() -> None:
     llm = model()
     ensemble = Ensemble(tasks=[Task("Write about {topic}"), Task("Then {a} and {b}")], llm=llm)
     assert_fails_before_any_model_call(
-        ensemble, llm, "Missing template variables: [topic]", PromptTemplateError
+        ensemble, llm, "Missing template variables: [topic, a, b]", PromptTemplateError
     )
 
 

@@ -36,7 +36,7 @@ from agentensemble.observability._exporters import JsonTraceExporter, TraceExpor
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.observability._trace import ExecutionTrace
 from agentensemble.options import RunOptions
-from agentensemble.outputs import EnsembleOutput
+from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.workflows._executor import WorkflowExecutor, executor_for
 from agentensemble.workflows._phases import PhaseExecutor, PlannedPhase
 
@@ -304,7 +304,17 @@ async def execute_run(
         phase_outputs=dict(run.outputs.by_phase),
         trace=trace,
         _by_task=run.outputs.by_task(),
+        _final=_last_declared(plan, run),
     )
+
+
+def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput | None:
+    """The output of the last task, in declared order, that completed."""
+    for planned in reversed(plan.tasks):
+        output = run.outputs.get(planned.source)
+        if output is not None:
+            return output
+    return None
 
 
 async def _execute(plan: RunPlan, run: RunContext, deadline: float | None) -> ExitReason:

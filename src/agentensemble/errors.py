@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentensemble.outputs import TaskOutput
+    from agentensemble.task import Task
 
 __all__ = [
     "AgentEnsembleError",
@@ -62,8 +63,34 @@ class PromptTemplateError(AgentEnsembleError):
         """The full template text."""
 
 
+def describe_error(error: BaseException) -> str:
+    """An exception's message, or its class name when it has none."""
+    try:
+        return str(error) or type(error).__name__
+    except Exception:  # a __str__ that fails
+        return type(error).__name__
+
+
 class TaskExecutionError(AgentEnsembleError):
-    """A task failed. ``completed_outputs`` holds every output finished before the failure."""
+    """A task failed. ``completed_outputs`` holds every output finished before the failure;
+    the cause is in ``__cause__`` and its message ends this one's."""
+
+    @classmethod
+    def of(
+        cls,
+        cause: BaseException,
+        *,
+        task_description: str,
+        agent_role: str,
+        completed_outputs: Sequence[TaskOutput] = (),
+    ) -> TaskExecutionError:
+        """``Task '<description>' failed: <cause>``; raise it ``from cause``."""
+        return cls(
+            f"Task '{task_description}' failed: {describe_error(cause)}",
+            task_description=task_description,
+            agent_role=agent_role,
+            completed_outputs=completed_outputs,
+        )
 
     def __init__(
         self,
@@ -80,22 +107,32 @@ class TaskExecutionError(AgentEnsembleError):
 
 
 class ParallelExecutionError(AgentEnsembleError):
-    """Several tasks of a parallel run failed (``CONTINUE_ON_ERROR``)."""
+    """Tasks of a parallel run failed (``CONTINUE_ON_ERROR``). The message names each failed
+    task with its cause."""
 
     def __init__(
         self,
         *,
         completed_outputs: Sequence[TaskOutput],
-        failed_task_causes: Mapping[str, BaseException],
+        failed_tasks: Mapping[Task, BaseException],
         total_tasks: int | None = None,
     ) -> None:
         self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
-        self.failed_task_causes: dict[str, BaseException] = dict(failed_task_causes)
-        """Failure cause by task description."""
-        self.failed_count = len(self.failed_task_causes)
+        self.failed_tasks: dict[Task, BaseException] = dict(failed_tasks)
+        """Failure cause of each failed task (your own `Task` objects)."""
+        self.failed_task_causes: dict[str, BaseException] = {
+            task.description: cause for task, cause in self.failed_tasks.items()
+        }
+        """Failure cause by task description (the spec's view: tasks sharing a description
+        share an entry; `failed_tasks` has them all)."""
+        self.failed_count = len(self.failed_tasks)
         self.completed_count = len(self.completed_outputs)
         total = total_tasks if total_tasks is not None else self.failed_count + self.completed_count
-        super().__init__(f"{self.failed_count} of {total} tasks failed")
+        causes = "; ".join(
+            f"'{task.description}': {describe_error(cause)}"
+            for task, cause in self.failed_tasks.items()
+        )
+        super().__init__(f"{self.failed_count} of {total} tasks failed: {causes}")
 
 
 class AgentExecutionError(AgentEnsembleError):

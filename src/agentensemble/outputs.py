@@ -81,6 +81,8 @@ class EnsembleOutput:
     trace: ExecutionTrace | None = None
     """The run's execution trace."""
     _by_task: Mapping[Task, TaskOutput] = field(default_factory=dict, repr=False)
+    _final: TaskOutput | None = field(default=None, repr=False)
+    """The output `raw` comes from (None: the last in `task_outputs`)."""
 
     def __repr__(self) -> str:
         # Kept short on purpose: asyncio formats a finished task's result into messages
@@ -93,7 +95,10 @@ class EnsembleOutput:
 
     @property
     def raw(self) -> str:
-        """The last output's text ("" when no task completed)."""
+        """The final text: the output of the last task, in the order you declared the tasks,
+        that completed (so it never depends on timing); "" when no task completed."""
+        if self._final is not None:
+            return self._final.raw
         return self.task_outputs[-1].raw if self.task_outputs else ""
 
     @property

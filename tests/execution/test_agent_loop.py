@@ -220,7 +220,7 @@ def test_a_model_error_fails_the_task_and_keeps_earlier_outputs() -> None:
     with pytest.raises(TaskExecutionError) as caught:
         Ensemble(tasks=[first, second], llm=llm).run()
 
-    assert str(caught.value) == "Task failed: Second"
+    assert str(caught.value) == "Task 'Second' failed: Agent 'Agent' failed: provider down"
     assert [o.raw for o in caught.value.completed_outputs] == ["first answer"]
     agent_error = caught.value.__cause__
     assert isinstance(agent_error, AgentExecutionError)

@@ -84,7 +84,7 @@ async def test_outputs_come_back_in_completion_order() -> None:
         await asyncio.wait_for(done[name].wait(), TIMEOUT)
     output = await run
     assert [o.raw for o in output.task_outputs] == ["C done", "A done", "B done"]
-    assert output.raw == "B done"
+    assert output.raw == "C done"  # the last task declared, though it finished first (DESIGN 9)
     output_a = output.output_for(a)
     assert output_a is not None
     assert output_a.raw == "A done"
@@ -141,7 +141,7 @@ async def test_fail_fast_lets_running_tasks_finish_and_skips_everything_else() -
     gates.open("Running")
     with pytest.raises(TaskExecutionError) as caught:
         await run
-    assert str(caught.value) == "Task failed: A"
+    assert str(caught.value) == "Task 'A' failed: Agent 'Agent' failed: A broke"
     assert str(caught.value.__cause__) == "Agent 'Agent' failed: A broke"
     assert [o.raw for o in caught.value.completed_outputs] == ["Running done"]
     assert sorted(gates.calls) == ["A", "Running"]  # B, C and Later never ran
@@ -163,7 +163,7 @@ async def test_continue_on_error_skips_dependents_transitively_and_finishes_the_
     with pytest.raises(ParallelExecutionError) as caught:
         await ensemble.arun()
     error = caught.value
-    assert str(error) == "1 of 6 tasks failed"
+    assert str(error) == "1 of 6 tasks failed: 'A': Agent 'Agent' failed: A broke"
     assert (error.failed_count, error.completed_count) == (1, 2)
     assert sorted(o.raw for o in error.completed_outputs) == ["D done", "Other done"]
     assert list(error.failed_task_causes) == ["A"]
@@ -182,7 +182,10 @@ async def test_continue_on_error_reports_every_failure() -> None:
     )
     with pytest.raises(ParallelExecutionError) as caught:
         await ensemble.arun()
-    assert str(caught.value) == "2 of 3 tasks failed"
+    assert str(caught.value) == (
+        "2 of 3 tasks failed: 'X': Agent 'Agent' failed: X broke; "
+        "'Y': Agent 'Agent' failed: Y broke"
+    )
     assert sorted(caught.value.failed_task_causes) == ["X", "Y"]
 
 

@@ -142,7 +142,7 @@ async def test_a_failed_phase_skips_its_successors_while_unrelated_phases_finish
         await Ensemble(phases=[first, after_first, after_that, unrelated], llm=gates.model()).arun()
 
     error = caught.value
-    assert str(error) == "Task failed: Broken"
+    assert str(error) == "Task 'Broken' failed: Agent 'Agent' failed: Broken broke"
     assert str(error.__cause__) == "Agent 'Agent' failed: Broken broke"
     assert sorted(o.raw for o in error.completed_outputs) == ["Fine done", "Independent done"]
     assert "Never" not in gates.calls
@@ -161,7 +161,9 @@ async def test_a_phase_failing_in_parallel_mode_is_wrapped() -> None:
             llm=gates.model(),
             parallel_error_strategy=ParallelErrorStrategy.CONTINUE_ON_ERROR,
         ).arun()
-    assert str(caught.value) == "Phase failed: 1 of 2 tasks failed"
+    assert str(caught.value) == (
+        "Phase failed: 1 of 2 tasks failed: 'X': Agent 'Agent' failed: X broke"
+    )
     assert [o.raw for o in caught.value.completed_outputs] == ["Y done"]
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
 
-from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
+from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
 from agentensemble.execution._recorder import ResponseType, Turn
 from agentensemble.execution._tool_calls import answer_calls
 from agentensemble.models import (
@@ -29,7 +29,6 @@ from agentensemble.models import (
     SystemMessage,
     UserMessage,
 )
-from agentensemble.tools._result import error_text
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
@@ -94,7 +93,7 @@ async def run_agent_loop(state: TaskState) -> None:
         raise
     except Exception as error:
         raise AgentExecutionError(
-            f"Agent '{loop.role}' failed: {error_text(error)}",
+            f"Agent '{loop.role}' failed: {describe_error(error)}",
             agent_role=loop.role,
             task_description=state.task.planned.description,
         ) from error

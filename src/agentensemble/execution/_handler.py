@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import call_user_code
-from agentensemble.errors import AgentExecutionError
+from agentensemble.errors import AgentExecutionError, describe_error
 from agentensemble.outputs import TaskOutput
 from agentensemble.tools._agent_tool import AgentTool
-from agentensemble.tools._result import coerce_result, error_text
+from agentensemble.tools._result import coerce_result
 
 if TYPE_CHECKING:
     from agentensemble.execution._steps import TaskState
@@ -66,7 +66,7 @@ async def run_handler(state: TaskState) -> None:
         value = await _call(handler, context)
     except Exception as error:
         raise _failure(
-            f"Deterministic task handler threw an exception: {error_text(error)}", context
+            f"Deterministic task handler threw an exception: {describe_error(error)}", context
         ) from error
     if value is None:
         raise _failure(

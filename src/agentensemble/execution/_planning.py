@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from agentensemble.agent import Agent
+from agentensemble.errors import PromptTemplateError, ValidationError
 from agentensemble.execution._agent_loop import run_agent_loop
 from agentensemble.execution._context import RunContext
 from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
 from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
 from agentensemble.execution._synthesis import AgentSynthesizer
-from agentensemble.execution._templates import resolve_template
+from agentensemble.execution._templates import resolve_template, template_variables
 from agentensemble.models import (
     ChatModel,
     ChatResponse,
@@ -73,11 +74,39 @@ def task_steps(task: Task, agent: Agent | None) -> tuple[TaskStep, ...]:
 
 
 def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(description, expected_output) of each task with templates resolved."""
+    """(description, expected_output) of each task with templates resolved.
+
+    Raises `PromptTemplateError` naming every variable missing in any task (with the first
+    template that misses one), and `ValidationError` for a text that resolves to blank.
+    """
+    missing: dict[str, None] = {}
+    first_template = ""
+    for task in tasks:
+        for template in (task.description, task.expected_output):
+            absent = [name for name in template_variables(template) if name not in inputs]
+            if absent and not missing:
+                first_template = template
+            missing.update(dict.fromkeys(absent))
+    if missing:
+        raise PromptTemplateError(list(missing), first_template)
     return [
-        (resolve_template(task.description, inputs), resolve_template(task.expected_output, inputs))
+        (
+            _resolved(task.description, inputs, "description"),
+            _resolved(task.expected_output, inputs, "expected_output"),
+        )
         for task in tasks
     ]
+
+
+def _resolved(template: str, inputs: Mapping[str, str], field_name: str) -> str:
+    text = resolve_template(template, inputs)
+    if not text.strip():
+        variables = ", ".join(template_variables(template))
+        raise ValidationError(
+            f"Task {field_name} '{template}' is blank once its template variables are filled "
+            f"in: give [{variables}] non-blank values in the run's inputs"
+        )
+    return text
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from agentensemble.errors import (
     MaxIterationsExceededError,
     ParallelExecutionError,
     TaskExecutionError,
+    describe_error,
 )
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._exporters import TraceExporter
@@ -98,12 +99,12 @@ def errors_of(error: BaseException) -> tuple[ErrorTrace, ...]:
     if isinstance(error, ParallelExecutionError):
         return tuple(
             ErrorTrace(
-                task_description=description,
+                task_description=task.description,
                 agent_role=_role_of(cause),
                 error_type=type(cause).__name__,
-                message=str(cause),
+                message=describe_error(cause),
             )
-            for description, cause in error.failed_task_causes.items()
+            for task, cause in error.failed_tasks.items()
         )
     if isinstance(error, TaskExecutionError):
         cause = error.__cause__ or error
@@ -112,12 +113,15 @@ def errors_of(error: BaseException) -> tuple[ErrorTrace, ...]:
                 task_description=error.task_description,
                 agent_role=error.agent_role,
                 error_type=type(cause).__name__,
-                message=str(cause),
+                message=describe_error(cause),
             ),
         )
     return (
         ErrorTrace(
-            task_description="", agent_role="", error_type=type(error).__name__, message=str(error)
+            task_description="",
+            agent_role="",
+            error_type=type(error).__name__,
+            message=describe_error(error),
         ),
     )
 

@@ -8,9 +8,10 @@ from collections.abc import Awaitable
 from typing import Protocol, runtime_checkable
 
 from agentensemble._calling import call_user_code
+from agentensemble.errors import describe_error
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
-from agentensemble.tools._result import ToolResult, coerce_result, error_text
+from agentensemble.tools._result import ToolResult, coerce_result
 
 __all__ = ["AgentTool", "AgentToolAdapter"]
 
@@ -65,7 +66,7 @@ class AgentToolAdapter:
         try:
             value = await call_user_code(self.agent_tool.execute, text, is_async=self._is_async)
         except Exception as error:
-            return ToolResult.failure(error_text(error))
+            return ToolResult.failure(describe_error(error))
         return coerce_result(value)
 
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble._calling import call_user_code
 from agentensemble._checks import require_seconds
-from agentensemble.errors import ValidationError
+from agentensemble.errors import ValidationError, describe_error
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
-from agentensemble.tools._result import ToolResult, coerce_result, error_text
+from agentensemble.tools._result import ToolResult, coerce_result
 
 if TYPE_CHECKING:
     import pydantic
@@ -116,7 +116,7 @@ class FunctionTool:
         try:
             value = await self._call(leading, kwargs)
         except Exception as error:
-            return ToolResult.failure(error_text(error))
+            return ToolResult.failure(describe_error(error))
         return coerce_result(value)
 
     async def _call(self, leading: tuple[object, ...], kwargs: dict[str, Any]) -> Any:

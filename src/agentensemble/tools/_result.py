@@ -58,8 +58,3 @@ def _to_text(value: object) -> str:
         return to_json(value).decode()
     except Exception:
         return str(value)
-
-
-def error_text(error: BaseException) -> str:
-    """A one-line description of an exception raised by tool code."""
-    return str(error) or type(error).__name__

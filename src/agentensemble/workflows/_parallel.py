@@ -183,12 +183,12 @@ class DagRun:
         if self.strategy is ParallelErrorStrategy.CONTINUE_ON_ERROR:
             raise ParallelExecutionError(
                 completed_outputs=completed,
-                failed_task_causes={planned.description: error for planned, error in self.failures},
+                failed_tasks={planned.source: error for planned, error in self.failures},
                 total_tasks=len(self.members),
             )
         planned, error = self.failures[0]
-        raise TaskExecutionError(
-            f"Task failed: {planned.description}",
+        raise TaskExecutionError.of(
+            error,
             task_description=planned.description,
             agent_role=planned.role,
             completed_outputs=completed,

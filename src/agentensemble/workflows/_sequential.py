@@ -28,8 +28,8 @@ class SequentialExecutor:
                         TaskContext(run=run, planned=planned, context_outputs=context)
                     )
             except Exception as error:
-                raise TaskExecutionError(
-                    f"Task failed: {planned.description}",
+                raise TaskExecutionError.of(
+                    error,
                     task_description=planned.description,
                     agent_role=planned.role,
                     completed_outputs=run.outputs.completed(),
