@@ -85,6 +85,13 @@ class Agent:
         checked_tools, tool_set = check_tools(tools, owner="Tool")
         if background is not None and backstory is not None:
             raise ValidationError("Agent accepts background or its alias backstory, not both")
+        for field_name, value in (
+            ("background", background),
+            ("backstory", backstory),
+            ("response_format", response_format),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(f"Agent {field_name} must be a string, got: {value!r}")
         set_ = object.__setattr__
         set_(self, "role", role)
         set_(self, "goal", goal)

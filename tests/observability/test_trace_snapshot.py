@@ -160,7 +160,7 @@ The sum\
                             "input_tokens": 20,
                             "output_tokens": 4,
                             "response_type": "FINAL_ANSWER",
-                            "response_text": "5",
+                            "response_text": None,
                             "tool_calls": [],
                             "messages": [
                                 {

@@ -8,6 +8,7 @@ event or a trace record itself.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -354,7 +355,7 @@ class TaskRecorder:
             completed_at=self.started_at + duration,
             duration=duration,
             prompts=self.prompts,
-            llm_interactions=tuple(self.interactions),
+            llm_interactions=_without_final_text(self.interactions),
             final_output=raw,
             parsed_output=parsed,
             metrics=metrics,
@@ -384,6 +385,15 @@ class TaskRecorder:
             tool_call_count=self.tool_calls,
             cost_estimate=cost.estimate(self.input_tokens, self.output_tokens) if cost else None,
         )
+
+
+def _without_final_text(interactions: list[LlmInteraction]) -> tuple[LlmInteraction, ...]:
+    """The final answer's text is the task's `final_output`: keep one copy (a long answer
+    would otherwise double the trace)."""
+    if interactions and interactions[-1].response_type == "FINAL_ANSWER":
+        last = dataclasses.replace(interactions[-1], response_text=None)
+        return (*interactions[:-1], last)
+    return tuple(interactions)
 
 
 def _known(tokens: int | None) -> int:

@@ -145,6 +145,17 @@ def _from_langchain(reply: Any) -> ChatResponse:
         )
         for index, call in enumerate(getattr(reply, "tool_calls", None) or ())
     )
+    # Calls LangChain could not parse go to the tool loop as they are: it answers the model
+    # with the error (bad arguments, unknown tool) so that it can correct itself.
+    broken = tuple(
+        ToolCall(
+            id=call.get("id") or f"lc_invalid_{index}",
+            name=call.get("name") or "",
+            arguments=call.get("args") or "",
+        )
+        for index, call in enumerate(getattr(reply, "invalid_tool_calls", None) or ())
+    )
+    calls = (*calls, *broken)
     text = _text_of(reply.content) or None
     metadata = getattr(reply, "usage_metadata", None)
     usage = None

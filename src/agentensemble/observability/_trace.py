@@ -85,6 +85,8 @@ class LlmInteraction:
     output_tokens: int
     response_type: Literal["TOOL_CALLS", "FINAL_ANSWER"]
     response_text: str | None
+    """The answer's text; for the final answer it is the task's `final_output` (not stored
+    twice: None here)."""
     tool_calls: tuple[ToolCallTrace, ...] = ()
     messages: tuple[CapturedMessage, ...] = ()
     """The whole conversation sent (capture mode STANDARD and up)."""
@@ -174,8 +176,17 @@ class ExecutionTrace:
     """Model calls made while planning, to synthesise agents (`LLMAgentSynthesizer`)."""
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """The trace as JSON text."""
-        data: bytes = _adapter().dump_json(self, indent=indent, fallback=repr)
+        """The trace as JSON text (ASCII-escaped when some text cannot be UTF-8 encoded,
+        such as a lone surrogate from a badly decoded input)."""
+        from pydantic_core import PydanticSerializationError
+
+        try:
+            data: bytes = _adapter().dump_json(self, indent=indent, fallback=repr)
+        except PydanticSerializationError:
+            import json
+
+            plain = _adapter().dump_python(self, mode="json", fallback=repr)
+            return json.dumps(plain, indent=indent, ensure_ascii=True)
         return data.decode()
 
     @classmethod
