@@ -11,8 +11,14 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
+_DESCRIPTION = "Orchestrate teams of LLM agents: run the demo, or read saved execution traces."
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentensemble", description=__doc__)
+    from agentensemble._version import __version__
+
+    parser = argparse.ArgumentParser(prog="agentensemble", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"agentensemble {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a small research-and-write ensemble")
     demo.add_argument(
@@ -81,11 +87,28 @@ def _trace_show(args: argparse.Namespace) -> int:
 
     try:
         trace = load_trace(args.file)
-    except (OSError, pydantic.ValidationError) as error:
-        print(f"error: cannot read trace {args.file}: {error}", file=sys.stderr)
+    except OSError as error:
+        print(f"error: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except (pydantic.ValidationError, ValueError) as error:
+        print(
+            f"error: {args.file} is not an agentensemble trace ({_first_problem(error)})",
+            file=sys.stderr,
+        )
         return 2
     print(summarize_trace(trace))
     return 0
+
+
+def _first_problem(error: Exception) -> str:
+    import pydantic
+
+    if isinstance(error, pydantic.ValidationError):
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        more = error.error_count() - 1
+        return f"{where}: {first['msg']}" + (f", and {more} more problems" if more else "")
+    return str(error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
