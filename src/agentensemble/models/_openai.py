@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -60,29 +61,13 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.temperature = temperature
         self._extra_body = dict(extra_body or {})
-        self._clients: PerLoop[Any] = PerLoop(self._new_client, _close_client)
+        make = functools.partial(_new_client, model, base_url, api_key, timeout, max_retries)
+        self._clients: PerLoop[Any] = PerLoop(make, _close_client)
         """One SDK client per event loop: pooled connections belong to the loop that opened
         them. A client is closed when its loop shuts down."""
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
-
-    def _new_client(self) -> Any:
-        openai = require("openai", "openai")
-        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-        if api_key is None:
-            if self.base_url is None:
-                raise ValidationError(
-                    f"OpenAIChatModel {self.model!r} has no API key: set OPENAI_API_KEY or "
-                    "pass api_key=... (for an OpenAI-compatible server, pass base_url=...)"
-                )
-            api_key = "not-needed"  # local OpenAI-compatible servers take any key
-        return openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=self.base_url,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-        )
 
     async def aclose(self) -> None:
         """Close the SDK client of the running event loop now. Clients are also closed when
@@ -218,6 +203,24 @@ def _response_format(schema: Any) -> dict[str, Any]:
         "type": "json_schema",
         "json_schema": {"name": "output", "schema": dict(schema), "strict": False},
     }
+
+
+def _new_client(
+    model: str, base_url: str | None, api_key: str | None, timeout: float, max_retries: int
+) -> Any:
+    """An SDK client (it must not refer back to the model: see `PerLoop`)."""
+    openai = require("openai", "openai")
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if key is None:
+        if base_url is None:
+            raise ValidationError(
+                f"OpenAIChatModel {model!r} has no API key: set OPENAI_API_KEY or pass "
+                "api_key=... (for an OpenAI-compatible server, pass base_url=...)"
+            )
+        key = "not-needed"  # local OpenAI-compatible servers take any key
+    return openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+    )
 
 
 async def _close_client(client: Any) -> None:

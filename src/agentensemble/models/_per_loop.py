@@ -10,6 +10,7 @@ closed without that leaves its value to the garbage collector, forgotten at the 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -37,7 +38,7 @@ class PerLoop(Generic[T]):
         if value is None:
             self._forget_closed_loops()
             value = self._values[loop] = self._make()
-            keeper = self._keep(loop, value)
+            keeper = _keep(weakref.ref(self), loop, value, self._close)
             await keeper.__anext__()  # started: the loop will finalize it when it shuts down
             self._keepers[loop] = keeper
         return value
@@ -48,15 +49,31 @@ class PerLoop(Generic[T]):
         if keeper is not None:
             await keeper.aclose()
 
-    async def _keep(self, loop: asyncio.AbstractEventLoop, value: T) -> AsyncGenerator[None, None]:
-        try:
-            yield
-        finally:
-            self._values.pop(loop, None)
-            self._keepers.pop(loop, None)
-            await self._close(value)
-
     def _forget_closed_loops(self) -> None:
         for loop in [loop for loop in self._values if loop.is_closed()]:
             self._values.pop(loop, None)
             self._keepers.pop(loop, None)
+
+
+async def _keep(
+    owner: weakref.ref[PerLoop[T]],
+    loop: asyncio.AbstractEventLoop,
+    value: T,
+    close: Callable[[T], Awaitable[object]],
+) -> AsyncGenerator[None, None]:
+    """Holds `value` until its loop finalizes this generator (at shutdown, or when the
+    `PerLoop` is dropped), then closes it on that loop. It refers to its owner weakly: no
+    reference cycle, so a dropped owner is freed by reference counting and the close runs
+    before the value's transports are finalized."""
+    try:
+        yield
+    finally:
+        per_loop = owner()
+        if per_loop is not None:
+            per_loop._values.pop(loop, None)
+            per_loop._keepers.pop(loop, None)
+        await close(value)
+        # Transports finish closing in callbacks the loop runs next; let them run before a
+        # shutting-down loop closes.
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)

@@ -191,8 +191,17 @@ class ExecutionTrace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ExecutionTrace:
-        """Read a trace written by `to_json`."""
-        trace: ExecutionTrace = _adapter().validate_json(text)
+        """Read a trace written by `to_json` (escaped lone surrogates included)."""
+        import pydantic
+
+        try:
+            trace: ExecutionTrace = _adapter().validate_json(text)
+        except pydantic.ValidationError as error:
+            if not any("surrogate" in item["msg"] for item in error.errors()):
+                raise
+            import json
+
+            trace = _adapter().validate_python(json.loads(text))
         return trace
 
 
