@@ -191,16 +191,17 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
     """Reject objects that handle no event; warn about ``on_*`` names no event uses."""
     for index, listener in enumerate(listeners):
         target = listener.listener if isinstance(listener, QueuedListener) else listener
-        if not _handled_methods(target):
-            raise ValidationError(
-                f"{field}[{index}] must be a listener with at least one of "
-                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}"
-            )
         misspelt = sorted(
             name
             for name in dir(type(target))
             if name.startswith("on_") and name not in LISTENER_METHODS
         )
+        if not _handled_methods(target):
+            unknown = f" ({', '.join(misspelt)} is called by no event)" if misspelt else ""
+            raise ValidationError(
+                f"{field}[{index}] must be a listener with at least one of "
+                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}{unknown}"
+            )
         if misspelt:
             warnings.warn(
                 f"{type(target).__name__} defines {', '.join(misspelt)}, which no event "
