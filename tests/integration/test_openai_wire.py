@@ -5,6 +5,7 @@ import json
 import pytest
 
 from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionError, tool
+from agentensemble._sync import run_sync
 from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
 
 from .openai_server import Error, Hang, OpenAIServer, OpenAIStub, ToolCalls
@@ -78,6 +79,7 @@ def test_a_provider_error_fails_the_task_with_the_cause() -> None:
         model = OpenAIChatModel("m", base_url=server.base_url, api_key="bad", max_retries=0)
         with pytest.raises(TaskExecutionError) as caught:
             Ensemble(tasks=[Task("Say hi")], llm=model).run()
+        run_sync(model.aclose())  # the kept exception holds the model: close its client now
     cause = caught.value.__cause__
     assert cause is not None
     assert type(cause).__name__ == "AgentExecutionError"
