@@ -12,8 +12,10 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["NOTHING", "call_user_code", "sync_pool"]
 
@@ -38,6 +40,8 @@ class _Pool:
 
     def executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._executor = ThreadPoolExecutor(
                 self.max_workers, thread_name_prefix="agentensemble-sync"
             )

@@ -96,6 +96,9 @@ async def run_ensemble(
     run = _run_context(ensemble, options, shape.tasks)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
+        if deadline is None:
+            plan = await _plan(ensemble, shape, texts, run, run_inputs)
+            return await execute_run(plan, run, exporter, deadline=None)
         try:
             async with asyncio.timeout_at(deadline) as planning:
                 plan = await _plan(ensemble, shape, texts, run, run_inputs)
@@ -281,10 +284,15 @@ async def execute_run(
         trace = build_trace(
             record, outputs, duration=duration, exit_reason=reason.value, errors=errors
         )
-        await _even_if_cancelled(_finish(run, trace, reason, failure))
-    await _even_if_cancelled(export_trace(exporter, trace))
+        interrupted = None
+        if run.events.wants("on_ensemble_completed"):
+            interrupted = await _even_if_cancelled(_finish(run, trace, reason, failure))
+    if exporter is not None:
+        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
     if failure is not None:
         raise failure
+    if interrupted is not None:
+        raise interrupted
     return EnsembleOutput(
         task_outputs=outputs,
         total_duration=duration,
@@ -357,14 +365,13 @@ async def _execute(plan: RunPlan, run: RunContext, deadline: float | None) -> Ex
 async def _finish(
     run: RunContext, trace: ExecutionTrace, reason: ExitReason, error: BaseException | None
 ) -> None:
-    if run.events.wants("on_ensemble_completed"):
-        await run.events.emit(
-            EnsembleCompletedEvent(
-                ensemble_id=run.run_id,
-                duration=trace.total_duration,
-                exit_reason=reason.value,
-                error=error,
-                total_tokens=trace.metrics.total_tokens,
-                total_tool_calls=trace.metrics.total_tool_calls,
-            )
+    await run.events.emit(
+        EnsembleCompletedEvent(
+            ensemble_id=run.run_id,
+            duration=trace.total_duration,
+            exit_reason=reason.value,
+            error=error,
+            total_tokens=trace.metrics.total_tokens,
+            total_tool_calls=trace.metrics.total_tool_calls,
         )
+    )

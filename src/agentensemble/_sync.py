@@ -11,16 +11,15 @@ that call's work, then raises `KeyboardInterrupt`.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import concurrent.futures
 import contextlib
-import contextvars
 import os
-import signal
 import threading
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # asyncio and its friends load on the first sync call, not on import
+    import asyncio
+    import concurrent.futures
 
 __all__ = ["background_loop", "run_sync"]
 
@@ -34,16 +33,23 @@ class _LoopThread:
     """An event loop running forever in a daemon thread."""
 
     def __init__(self) -> None:
+        import asyncio
+
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._serve, name="agentensemble-loop", daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
     def stop(self) -> None:
         """Close what is bound to the loop (async generators: model clients), then the loop."""
+        import asyncio
+        import concurrent.futures
+
         if self.loop.is_closed():
             return
         with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
@@ -63,6 +69,8 @@ def background_loop() -> asyncio.AbstractEventLoop:
     global _background
     with _lock:
         if _background is None:
+            import atexit
+
             _background = _LoopThread()
             atexit.register(_background.stop)
         return _background.loop
@@ -79,6 +87,8 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run `coroutine` to completion and return its result; callable from any sync code,
     including code called from inside a running event loop (a notebook, a web framework)."""
+    import asyncio
+
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
@@ -90,6 +100,9 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def _run_on(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]) -> T:
+    import concurrent.futures
+    import contextvars
+
     context = contextvars.copy_context()
     result: concurrent.futures.Future[T] = concurrent.futures.Future()
     started: list[asyncio.Task[T]] = []
@@ -137,6 +150,8 @@ def _interruptible() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    import signal
+
     previous = signal.getsignal(signal.SIGINT)
     if previous in (signal.SIG_IGN, None):
         yield
@@ -150,6 +165,10 @@ def _interruptible() -> Iterator[None]:
 
 def _run_on_own_thread(coroutine: Coroutine[Any, Any, T]) -> T:
     """For sync code called on the background loop: a fresh loop in a fresh thread."""
+    import asyncio
+    import concurrent.futures
+    import contextvars
+
     context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentensemble") as pool:
         return pool.submit(context.run, asyncio.run, coroutine).result()

@@ -90,13 +90,14 @@ async def one_round(rng: random.Random) -> str:
     run = asyncio.create_task(ensemble.arun())
     for _ in range(rng.randrange(0, 60)):
         await asyncio.sleep(0)
-    run.cancel()
+    requested = run.cancel()  # True: the run had not finished, so it must end cancelled
     try:
         output = await run
     except asyncio.CancelledError:
         outcome = "cancelled"
     else:
         outcome = "finished"
+        assert not requested, "a cancelled run finished: the cancellation was swallowed"
         assert len(output.task_outputs) == 4, output
     if not exporter.traces:  # cancelled while planning, before the run started
         assert outcome == "cancelled"

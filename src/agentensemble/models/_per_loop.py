@@ -9,10 +9,12 @@ closed without that leaves its value to the garbage collector, forgotten at the 
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["PerLoop"]
 
@@ -33,6 +35,8 @@ class PerLoop(Generic[T]):
 
     async def get(self) -> T:
         """The running loop's value, made now if it has none."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         value = self._values.get(loop)
         if value is None:
@@ -45,6 +49,8 @@ class PerLoop(Generic[T]):
 
     async def aclose(self) -> None:
         """Close the running loop's value now (the next `get` makes a new one)."""
+        import asyncio
+
         keeper = self._keepers.get(asyncio.get_running_loop())
         if keeper is not None:
             await keeper.aclose()
@@ -65,6 +71,8 @@ async def _keep(
     `PerLoop` is dropped), then closes it on that loop. It refers to its owner weakly: no
     reference cycle, so a dropped owner is freed by reference counting and the close runs
     before the value's transports are finalized."""
+    import asyncio
+
     try:
         yield
     finally:
