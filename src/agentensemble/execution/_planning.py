@@ -83,6 +83,8 @@ def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tupl
     first_template = ""
     for task in tasks:
         for template in (task.description, task.expected_output):
+            if "{" not in template:
+                continue
             absent = [name for name in template_variables(template) if name not in inputs]
             if absent and not missing:
                 first_template = template

@@ -8,7 +8,6 @@ event or a trace record itself.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -319,7 +318,8 @@ class TaskRecorder:
                 input_tokens=_known(usage.input_tokens if usage else None),
                 output_tokens=_known(usage.output_tokens if usage else None),
                 response_type=response_type,
-                response_text=turn.message.text,
+                # a final answer's text is the task's final_output: one copy, not two
+                response_text=None if response_type == "FINAL_ANSWER" else turn.message.text,
                 tool_calls=tool_calls,
                 messages=captured,
             )
@@ -355,7 +355,7 @@ class TaskRecorder:
             completed_at=self.started_at + duration,
             duration=duration,
             prompts=self.prompts,
-            llm_interactions=_without_final_text(self.interactions),
+            llm_interactions=tuple(self.interactions),
             final_output=raw,
             parsed_output=parsed,
             metrics=metrics,
@@ -385,15 +385,6 @@ class TaskRecorder:
             tool_call_count=self.tool_calls,
             cost_estimate=cost.estimate(self.input_tokens, self.output_tokens) if cost else None,
         )
-
-
-def _without_final_text(interactions: list[LlmInteraction]) -> tuple[LlmInteraction, ...]:
-    """The final answer's text is the task's `final_output`: keep one copy (a long answer
-    would otherwise double the trace)."""
-    if interactions and interactions[-1].response_type == "FINAL_ANSWER":
-        last = dataclasses.replace(interactions[-1], response_text=None)
-        return (*interactions[:-1], last)
-    return tuple(interactions)
 
 
 def _known(tokens: int | None) -> int:
