@@ -88,25 +88,23 @@ async def run_ensemble(
 ) -> EnsembleOutput:
     """Validate, plan and execute one run of `ensemble`."""
     options = _check_options(options)
-    seconds = options.timeout_seconds
-    deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
     run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
     texts = dict(zip(shape.tasks, resolve_texts(shape.tasks, run_inputs), strict=True))
     run = _run_context(ensemble, options, shape.tasks)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
-        if deadline is None:
+        if run.deadline is None:
             plan = await _plan(ensemble, shape, texts, run, run_inputs)
-            return await execute_run(plan, run, exporter, deadline=None)
+            return await execute_run(plan, run, exporter)
         try:
-            async with asyncio.timeout_at(deadline) as planning:
+            async with asyncio.timeout_at(run.deadline) as planning:
                 plan = await _plan(ensemble, shape, texts, run, run_inputs)
         except TimeoutError:
             if not planning.expired():
                 raise
             return await _timed_out_while_planning(run, run_inputs, exporter)
-        return await execute_run(plan, run, exporter, deadline=deadline)
+        return await execute_run(plan, run, exporter)
 
 
 def _check_options(options: object) -> RunOptions:
@@ -157,7 +155,13 @@ def _run_context(ensemble: Ensemble, options: RunOptions, tasks: tuple[Task, ...
         cost_configuration=ensemble.cost_configuration,
         limiters=RunLimiters.of(tasks, ensemble.rate_limit),
         max_concurrency=ensemble.max_concurrency,
+        deadline=_deadline(options.timeout_seconds),
     )
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """The run's deadline in event-loop time, fixed when the run starts."""
+    return None if seconds is None else asyncio.get_running_loop().time() + seconds
 
 
 def _listeners(ensemble: Ensemble, options: RunOptions) -> list[object]:
@@ -249,7 +253,7 @@ async def _timed_out_while_planning(
 
 
 async def execute_run(
-    plan: RunPlan, run: RunContext, exporter: TraceExporter | None, *, deadline: float | None
+    plan: RunPlan, run: RunContext, exporter: TraceExporter | None
 ) -> EnsembleOutput:
     """Execute the plan. The trace is built from the completed outputs and exported whether
     the run completes, times out, exits early, fails or is cancelled."""
@@ -275,7 +279,7 @@ async def execute_run(
     async with run.events.open():
         try:
             await _announce_start(plan, run)
-            reason = await _execute(plan, run, deadline)
+            reason = await _execute(plan, run)
         except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
             failure = error
         duration = timedelta(seconds=time.perf_counter() - started)
@@ -340,17 +344,17 @@ def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput | None:
     return None
 
 
-async def _execute(plan: RunPlan, run: RunContext, deadline: float | None) -> ExitReason:
-    """COMPLETED, TIMEOUT when the run's deadline (a loop time) expired, or the reason a
-    control-flow signal carries; errors propagate."""
+async def _execute(plan: RunPlan, run: RunContext) -> ExitReason:
+    """COMPLETED, TIMEOUT when the run's deadline expired, or the reason a control-flow
+    signal carries; errors propagate."""
     try:
-        if deadline is None:
+        if run.deadline is None:
             await plan.executor.execute(plan.tasks, run)
             return ExitReason.COMPLETED
-        async with asyncio.timeout_at(deadline) as expiry:
+        async with asyncio.timeout_at(run.deadline) as expiry:
             await plan.executor.execute(plan.tasks, run)
     except TimeoutError:
-        if deadline is None or not expiry.expired():
+        if run.deadline is None or not expiry.expired():
             raise
         logger.warning("Run %s reached its deadline; running tasks were cancelled", run.run_id)
         return ExitReason.TIMEOUT

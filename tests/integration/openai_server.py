@@ -34,7 +34,12 @@ class Hang:
     text: str = "too late"
 
 
-Scripted = str | ToolCalls | Error | Hang
+@dataclass
+class NoChoices:
+    """A 200 reply whose ``choices`` list is empty (some servers send one on overload)."""
+
+
+Scripted = str | ToolCalls | Error | Hang | NoChoices
 
 
 @dataclass
@@ -125,7 +130,9 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Hang):
                 reply.release.wait(timeout=10)
                 reply = reply.text
-            if isinstance(reply, Error):
+            if isinstance(reply, NoChoices):
+                self._send(200, {**_completion("", stub.usage), "choices": []})
+            elif isinstance(reply, Error):
                 self._send(
                     reply.status,
                     {"error": {"message": "scripted failure"}},

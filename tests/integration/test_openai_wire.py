@@ -8,7 +8,7 @@ from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionE
 from agentensemble._sync import run_sync
 from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
 
-from .openai_server import Error, Hang, OpenAIServer, OpenAIStub, ToolCalls
+from .openai_server import Error, Hang, NoChoices, OpenAIServer, OpenAIStub, ToolCalls
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +142,28 @@ def test_one_model_serves_many_runs_over_keep_alive_connections() -> None:
         ensemble = Ensemble(tasks=[Task("Say a number")], llm=model)
         answers = [ensemble.run().raw for _ in range(3)]  # each run has its own event loop
     assert answers == ["one", "two", "three"]
+
+
+def test_a_reply_without_choices_fails_the_task_saying_so() -> None:
+    stub = OpenAIStub([NoChoices()])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("m", base_url=server.base_url, api_key="t", max_retries=0)
+        with pytest.raises(TaskExecutionError) as caught:
+            Ensemble(tasks=[Task("Say hi")], llm=model).run()
+        run_sync(model.aclose())
+    assert str(caught.value) == (
+        "Task 'Say hi' failed: Agent 'Agent' failed: the server's chat completion for model "
+        "'m' has no choices"
+    )
+
+
+def test_the_cli_prints_the_cause_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentensemble.cli import main
+
+    stub = OpenAIStub([Error(401)] * 3)
+    with OpenAIServer(stub) as server:
+        code = main(["demo", "--model", f"openai-compatible:m@{server.base_url}"])
+    assert code == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("error: Task 'Research honeybees using the search_notes tool' failed:")
+    assert "scripted failure" in error  # the provider's own message reaches the user

@@ -111,6 +111,8 @@ class RunContext:
     outputs: RunOutputs = field(default_factory=RunOutputs)
     max_concurrency: int | None = None
     """Most tasks of the run in flight at once, across phases (None: no limit)."""
+    deadline: float | None = None
+    """When the run must end, in event-loop time (`loop.time()`); None: no deadline."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
