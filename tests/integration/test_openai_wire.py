@@ -129,6 +129,7 @@ def test_a_request_that_exceeds_the_timeout_fails_the_task() -> None:
                 Ensemble(tasks=[Task("Answer slowly")], llm=model).run()
         finally:
             hang.release.set()
+        run_sync(model.aclose())  # the kept exception holds the model: close its client now
     agent_error = caught.value.__cause__
     assert agent_error is not None
     provider_error = agent_error.__cause__
