@@ -59,6 +59,7 @@ from agentensemble import (
 )
 from agentensemble.models import ChatResponse, Message, ToolSpec
 from agentensemble.observability import load_trace
+from tests.fakes import FakeClock
 
 SAFETY = 10
 """Seconds; a safety bound on every wait, only reached when something hangs."""
@@ -240,23 +241,6 @@ def test_the_third_stop_inside_a_batch_runs_the_calls_admitted_before_it(
 
 
 # --- 10: rate limits wait ---------------------------------------------------------------------
-
-
-class FakeClock:
-    """Virtual time: `sleep` advances the clock instead of waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        wake = self.now + seconds
-        await asyncio.sleep(0)
-        self.now = max(self.now, wake)
 
 
 def timed_model(clock: FakeClock) -> tuple[FunctionModel, list[float]]:

@@ -31,6 +31,7 @@ from agentensemble import (
 from agentensemble._control import ControlFlowSignal
 from agentensemble.models import Message, ModelRequest, SystemMessage, ToolResultMessage, ToolSpec
 from agentensemble.observability import Event, ExecutionTrace
+from tests.fakes import FakeClock
 
 
 class Recorder(EnsembleListener):
@@ -165,21 +166,6 @@ def test_no_settings_anywhere_sends_none() -> None:
     llm = ScriptedModel(["a"])
     Ensemble(tasks=[Task("A")], llm=llm).run()
     assert llm.requests[0].settings is None
-
-
-class FakeClock:
-    """Virtual time: `sleep` advances the clock instead of waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        wake = self.now + seconds
-        await asyncio.sleep(0)
-        self.now = max(self.now, wake)
 
 
 def test_one_ensemble_bucket_per_run_across_three_concurrent_phases() -> None:

@@ -21,23 +21,7 @@ from agentensemble import (
     Workflow,
 )
 from agentensemble.models import Message, ToolSpec, UserMessage
-
-
-class FakeClock:
-    """Virtual time: `sleep` advances the clock instead of waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        wake = self.now + seconds
-        await asyncio.sleep(0)
-        self.now = max(self.now, wake)
+from tests.fakes import FakeClock
 
 
 class TimedModel(FunctionModel):
