@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
@@ -126,28 +127,39 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
 
 
 def check_context_cycles(tasks: Sequence[Task]) -> None:
-    """Iterative depth-first search over tasks and their context tasks."""
-    done: set[Task] = set()
-    for root in tasks:
+    """No task may depend on itself through its context, however indirectly."""
+    looped = find_cycle(tasks, lambda task: task.context)
+    if looped is not None:
+        raise ValidationError(
+            f"Circular context dependency detected involving task: '{looped.description}'"
+        )
+
+
+N = TypeVar("N")
+
+
+def find_cycle(nodes: Iterable[N], edges: Callable[[N], Iterable[N]]) -> N | None:
+    """A node on a cycle of the graph, or None; an iterative depth-first search, so chains
+    of thousands of nodes do not recurse."""
+    done: set[N] = set()
+    for root in nodes:
         if root in done:
             continue
         on_path = {root}
-        stack = [(root, iter(root.context))]
+        stack = [(root, iter(edges(root)))]
         while stack:
-            task, pending = stack[-1]
-            dependency = next(pending, None)
-            if dependency is None:
+            node, pending = stack[-1]
+            following = next(pending, None)
+            if following is None:
                 stack.pop()
-                on_path.discard(task)
-                done.add(task)
-            elif dependency in on_path:
-                raise ValidationError(
-                    "Circular context dependency detected involving task: "
-                    f"'{dependency.description}'"
-                )
-            elif dependency not in done:
-                on_path.add(dependency)
-                stack.append((dependency, iter(dependency.context)))
+                on_path.discard(node)
+                done.add(node)
+            elif following in on_path:
+                return following
+            elif following not in done:
+                on_path.add(following)
+                stack.append((following, iter(edges(following))))
+    return None
 
 
 def _check_listed_once(tasks: Sequence[Task]) -> None:
@@ -214,28 +226,12 @@ def _check_phase_graph(phases: Sequence[Phase]) -> None:
 
 
 def _check_phase_cycles(phases: Sequence[Phase]) -> None:
-    """Iterative depth-first search (a chain of thousands of phases must not recurse)."""
-    done: set[Phase] = set()
-    for root in phases:
-        if root in done:
-            continue
-        on_path = {root}
-        stack = [(root, iter(root.after))]
-        while stack:
-            phase, pending = stack[-1]
-            before = next(pending, None)
-            if before is None:
-                stack.pop()
-                on_path.discard(phase)
-                done.add(phase)
-            elif before in on_path:
-                raise ValidationError(
-                    f"Circular phase dependency detected involving phase '{before.name}'. "
-                    "Phase dependencies must form a directed acyclic graph (DAG)."
-                )
-            elif before not in done:
-                on_path.add(before)
-                stack.append((before, iter(before.after)))
+    looped = find_cycle(phases, lambda phase: phase.after)
+    if looped is not None:
+        raise ValidationError(
+            f"Circular phase dependency detected involving phase '{looped.name}'. Phase "
+            "dependencies must form a directed acyclic graph (DAG)."
+        )
 
 
 def _task_owners(phases: Sequence[Phase]) -> dict[Task, Phase]:
