@@ -718,8 +718,9 @@ class MisspeltListener(EnsembleListener):
 
 
 def test_a_misspelt_listener_method_is_warned_about() -> None:
-    with pytest.warns(UserWarning, match="on_task_completed"):
+    with pytest.warns(UserWarning) as warned:
         Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[MisspeltListener()])
+    assert "defines on_task_completed, which no event calls" in str(warned[0].message)
 
 
 # --- 24: models that return the wrong thing, missing credentials, bad base URLs ---------------
