@@ -718,7 +718,7 @@ class MisspeltListener(EnsembleListener):
 
 
 def test_a_misspelt_listener_method_is_warned_about() -> None:
-    with pytest.warns(UserWarning) as warned:
+    with pytest.warns(UserWarning, match="on_task_completed") as warned:
         Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[MisspeltListener()])
     assert "defines on_task_completed, which no event calls" in str(warned[0].message)
 
