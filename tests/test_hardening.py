@@ -809,3 +809,22 @@ def test_a_listener_that_always_raises_is_logged_once_then_counted(
     assert len(summaries) == 1
     assert mine.index(summaries[0]) > mine.index(with_traceback[0])
     assert len(mine) == 2
+
+
+def test_a_catch_all_listener_that_raises_is_logged_once_whatever_the_event_type(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class FailsOnEverything(EnsembleListener):
+        def on_event(self, event: object) -> None:
+            raise RuntimeError("boom")
+
+    with caplog.at_level(logging.WARNING, logger="agentensemble"):
+        Ensemble(
+            tasks=[Task("a"), Task("b")],
+            llm=ScriptedModel(["x", "y"]),
+            listeners=[FailsOnEverything()],
+        ).run()
+    mine = [r for r in caplog.records if "FailsOnEverything" in r.getMessage()]
+    assert len([r for r in mine if r.exc_info]) == 1  # one traceback, not one per event type
+    summaries = [r.getMessage() for r in mine if "times in on_event" in r.getMessage()]
+    assert summaries == ["Listener FailsOnEverything raised 12 times in on_event during this run"]

@@ -304,28 +304,33 @@ class EventDispatcher:
     def __init__(self, listeners: Sequence[object]) -> None:
         self.listeners = tuple(listeners)
         self._queues: list[_Queue] = []
+        self._bound: list[dict[str, _Handler]] = []
         if not self.listeners:
             self._handlers = _NO_HANDLERS
             return
+        self._bound = [self._bind(listener) for listener in self.listeners]
         self._handlers = {
-            method: tuple(h for listener in self.listeners for h in self._bind(listener, method))
+            method: tuple(
+                handler
+                for handlers in self._bound
+                for name in (method, _CATCH_ALL)
+                if (handler := handlers.get(name)) is not None
+            )
             for method in METHOD_BY_TYPE.values()
         }
 
-    def _bind(self, listener: object, method: str) -> list[_Handler]:
+    def _bind(self, listener: object) -> dict[str, _Handler]:
+        """One handler per method the listener defines (so `on_event` is one handler, with
+        one failure count, whatever the event type)."""
         queued = listener if isinstance(listener, QueuedListener) else None
         target = queued.listener if queued else listener
-        handlers = [
-            _Handler(target, name, _lookup(target, name))
-            for name in (method, _CATCH_ALL)
-            if name in _handled_methods(target)
-        ]
-        if queued and handlers:
-            queue = next((q for q in self._queues if q.config is queued), None)
-            if queue is None:
-                queue = _Queue(queued)
-                self._queues.append(queue)
-            for handler in handlers:
+        handlers = {
+            name: _Handler(target, name, _lookup(target, name)) for name in _handled_methods(target)
+        }
+        if queued is not None and handlers:
+            queue = _Queue(queued)
+            self._queues.append(queue)
+            for handler in handlers.values():
                 handler.queue = queue
         return handlers
 
@@ -377,8 +382,8 @@ class EventDispatcher:
 
     def report(self) -> None:
         """Log listener failures beyond the first, and events dropped by full queues."""
-        for handlers in self._handlers.values():
-            for handler in handlers:
+        for handlers in self._bound:
+            for handler in handlers.values():
                 if handler.failures > 1:
                     logger.warning(
                         "Listener %s raised %d times in %s during this run",
