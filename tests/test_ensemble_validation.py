@@ -168,7 +168,7 @@ def test_quick_run_arguments() -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda: Task("x", context=5), "Task context must be a list, got: int"),  # type: ignore[arg-type]
+        (lambda: Task("x", context=5), "Task context must be a list, got: int"),  # type: ignore[call-overload]
         (lambda: Ensemble(tasks=5), "Ensemble tasks must be a list, got: int"),  # type: ignore[arg-type]
         (lambda: Ensemble(listeners="progress"), "Ensemble listeners must be a list, got: str"),
         (lambda: Ensemble(on_task_start=5), "Ensemble on_task_start must be callable, got: 5"),  # type: ignore[arg-type]

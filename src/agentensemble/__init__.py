@@ -4,11 +4,19 @@ from agentensemble._quick import arun, run
 from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble
-from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
+from agentensemble.enums import (
+    ContextFormat,
+    ExitReason,
+    GuardrailType,
+    ParallelErrorStrategy,
+    Workflow,
+)
 from agentensemble.errors import (
     AgentEnsembleError,
     AgentExecutionError,
+    GuardrailViolationError,
     MaxIterationsExceededError,
+    OutputParsingError,
     ParallelExecutionError,
     PromptTemplateError,
     RateLimitTimeoutError,
@@ -23,6 +31,13 @@ from agentensemble.execution import (
     Persona,
     TaskContextFilter,
     TemplateAgentSynthesizer,
+)
+from agentensemble.guardrails import (
+    GuardrailInput,
+    GuardrailOutput,
+    GuardrailResult,
+    InputGuardrail,
+    OutputGuardrail,
 )
 from agentensemble.models import (
     AssistantMessage,
@@ -85,6 +100,7 @@ __all__ = [
     "ChatModel",
     "ChatResponse",
     "ConsoleProgress",
+    "ContextFormat",
     "CostConfiguration",
     "DelegationCompletedEvent",
     "DelegationFailedEvent",
@@ -97,7 +113,13 @@ __all__ = [
     "ExecutionMetrics",
     "ExitReason",
     "FunctionModel",
+    "GuardrailInput",
+    "GuardrailOutput",
+    "GuardrailResult",
+    "GuardrailType",
+    "GuardrailViolationError",
     "HandlerContext",
+    "InputGuardrail",
     "JsonTraceExporter",
     "LLMAgentSynthesizer",
     "LlmIterationCompletedEvent",
@@ -106,6 +128,8 @@ __all__ = [
     "ModelSettings",
     "OpenAIChatModel",
     "OpenTelemetryListener",
+    "OutputGuardrail",
+    "OutputParsingError",
     "ParallelErrorStrategy",
     "ParallelExecutionError",
     "Persona",

@@ -14,7 +14,9 @@ from agentensemble.task import Task
 __all__ = ["arun", "run"]
 
 
-def run(llm: Any, *tasks: Task | str, inputs: Mapping[str, str] | None = None) -> EnsembleOutput:
+def run(
+    llm: Any, *tasks: Task[Any] | str, inputs: Mapping[str, str] | None = None
+) -> EnsembleOutput:
     """Run `tasks` one after another on `llm`. A string is a task description.
 
     ``agentensemble.run("openai:gpt-4o-mini", "Research X", "Summarise it")``
@@ -23,7 +25,7 @@ def run(llm: Any, *tasks: Task | str, inputs: Mapping[str, str] | None = None) -
 
 
 async def arun(
-    llm: Any, *tasks: Task | str, inputs: Mapping[str, str] | None = None
+    llm: Any, *tasks: Task[Any] | str, inputs: Mapping[str, str] | None = None
 ) -> EnsembleOutput:
     """Async form of `run`."""
     if llm is None:

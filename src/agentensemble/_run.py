@@ -55,7 +55,7 @@ _AUTO_EXPORT_DIRECTORY = "traces"
 class _Shape:
     """A validated ensemble: every task in plan order, and how to run them."""
 
-    tasks: tuple[Task, ...]
+    tasks: tuple[Task[Any], ...]
     workflow: Workflow | None
     """The workflow of a flat run; None for a run with phases."""
     phases: tuple[PhaseShape, ...] = ()
@@ -137,7 +137,9 @@ def _validate(ensemble: Ensemble) -> _Shape:
     return _Shape(tasks, workflow)
 
 
-def _run_context(ensemble: Ensemble, options: RunOptions, tasks: tuple[Task, ...]) -> RunContext:
+def _run_context(
+    ensemble: Ensemble, options: RunOptions, tasks: tuple[Task[Any], ...]
+) -> RunContext:
     def pick(override: int | None, default: int) -> int:
         return default if override is None else override
 
@@ -152,6 +154,7 @@ def _run_context(ensemble: Ensemble, options: RunOptions, tasks: tuple[Task, ...
             options.tool_log_truncate_length, ensemble.tool_log_truncate_length
         ),
         capture_mode=resolve_capture_mode(ensemble.capture_mode),
+        context_format=ensemble.context_format,
         cost_configuration=ensemble.cost_configuration,
         limiters=RunLimiters.of(tasks, ensemble.rate_limit),
         max_concurrency=ensemble.max_concurrency,
@@ -182,7 +185,7 @@ def _exporter(ensemble: Ensemble, capture_mode: CaptureMode) -> TraceExporter | 
 async def _plan(
     ensemble: Ensemble,
     shape: _Shape,
-    texts: Mapping[Task, tuple[str, str]],
+    texts: Mapping[Task[Any], tuple[str, str]],
     run: RunContext,
     inputs: Mapping[str, str],
 ) -> RunPlan:
@@ -335,7 +338,7 @@ async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.Cancell
     return cancelled
 
 
-def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput | None:
+def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
     """The output of the last task, in declared order, that completed."""
     for planned in reversed(plan.tasks):
         output = run.outputs.get(planned.source)

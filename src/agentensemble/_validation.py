@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
@@ -43,7 +43,7 @@ class PhaseShape:
     workflow: Workflow
 
 
-def infer_workflow(tasks: Sequence[Task]) -> Workflow:
+def infer_workflow(tasks: Sequence[Task[Any]]) -> Workflow:
     """PARALLEL when a task's context names another task of the list, else SEQUENTIAL."""
     members = set(tasks)
     if any(dependency in members for task in tasks for dependency in task.context):
@@ -53,7 +53,7 @@ def infer_workflow(tasks: Sequence[Task]) -> Workflow:
 
 def validate_flat(
     tasks: Sequence[object], workflow: Workflow | None, shape: EnsembleShape
-) -> tuple[tuple[Task, ...], Workflow]:
+) -> tuple[tuple[Task[Any], ...], Workflow]:
     """Check a flat task list; return it typed, with the workflow to run it with."""
     checked = _check_elements(tasks)
     if not checked:
@@ -92,7 +92,7 @@ def validate_phases(
     return shapes
 
 
-def _check_elements(tasks: Sequence[object]) -> tuple[Task, ...]:
+def _check_elements(tasks: Sequence[object]) -> tuple[Task[Any], ...]:
     for index, task in enumerate(tasks):
         if not isinstance(task, Task):
             raise ValidationError(
@@ -109,7 +109,7 @@ def _check_rate_limit(shape: EnsembleShape) -> None:
         )
 
 
-def _check_has_model(task: Task, shape: EnsembleShape, *, where: str) -> None:
+def _check_has_model(task: Task[Any], shape: EnsembleShape, *, where: str) -> None:
     if task.handler is None and task.agent is None and task.llm is None and shape.llm is None:
         raise ValidationError(
             f"Task '{task.description}'{where} has no LLM available. Provide an explicit agent, "
@@ -126,7 +126,7 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
         raise ValidationError(_HIERARCHICAL_UNAVAILABLE)
 
 
-def check_context_cycles(tasks: Sequence[Task]) -> None:
+def check_context_cycles(tasks: Sequence[Task[Any]]) -> None:
     """No task may depend on itself through its context, however indirectly."""
     looped = find_cycle(tasks, lambda task: task.context)
     if looped is not None:
@@ -162,8 +162,8 @@ def find_cycle(nodes: Iterable[N], edges: Callable[[N], Iterable[N]]) -> N | Non
     return None
 
 
-def _check_listed_once(tasks: Sequence[Task]) -> None:
-    seen: set[Task] = set()
+def _check_listed_once(tasks: Sequence[Task[Any]]) -> None:
+    seen: set[Task[Any]] = set()
     for index, task in enumerate(tasks):
         if task in seen:
             raise ValidationError(
@@ -173,7 +173,9 @@ def _check_listed_once(tasks: Sequence[Task]) -> None:
         seen.add(task)
 
 
-def _check_context_order(tasks: Sequence[Task], *, outside: frozenset[Task], ordered: bool) -> None:
+def _check_context_order(
+    tasks: Sequence[Task[Any]], *, outside: frozenset[Task[Any]], ordered: bool
+) -> None:
     """Context tasks belong to the run (or come from `outside`: earlier phases) under every
     workflow; `ordered` (SEQUENTIAL) also wants them earlier in the list."""
     position = {task: index for index, task in enumerate(tasks)}
@@ -234,8 +236,8 @@ def _check_phase_cycles(phases: Sequence[Phase]) -> None:
         )
 
 
-def _task_owners(phases: Sequence[Phase]) -> dict[Task, Phase]:
-    owner: dict[Task, Phase] = {}
+def _task_owners(phases: Sequence[Phase]) -> dict[Task[Any], Phase]:
+    owner: dict[Task[Any], Phase] = {}
     for phase in phases:
         for task in phase.tasks:
             if task in owner:
@@ -266,7 +268,7 @@ def _ancestors(phase: Phase) -> Iterable[Phase]:
 
 
 def _check_cross_phase_context(
-    phase: Phase, owner: Mapping[Task, Phase], visible: frozenset[Task]
+    phase: Phase, owner: Mapping[Task[Any], Phase], visible: frozenset[Task[Any]]
 ) -> None:
     for task in phase.tasks:
         for dependency in task.context:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._checks import as_tuple, require_int
+from agentensemble._formats import require_toon
 from agentensemble._inputs import check_inputs
 from agentensemble._sync import run_sync
-from agentensemble.enums import ParallelErrorStrategy, Workflow
+from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.models import ChatModel, RateLimit, resolve_model
@@ -50,7 +51,7 @@ class Ensemble:
     state to itself. Configuration errors raise `ValidationError` before any model call.
     """
 
-    tasks: Sequence[Task] = ()
+    tasks: Sequence[Task[Any]] = ()
     """The tasks, in order."""
     phases: Sequence[Phase] = ()
     """Named groups of tasks run as a DAG (instead of `tasks`)."""
@@ -82,6 +83,9 @@ class Ensemble:
     capture_mode: CaptureMode | None = None
     """How much traces record; see `CaptureMode` (``AGENTENSEMBLE_CAPTURE_MODE`` applies
     when this is None or OFF)."""
+    context_format: ContextFormat = ContextFormat.JSON
+    """How structured context outputs and JSON tool results are written into prompts
+    (`ContextFormat.TOON` needs the ``toon`` extra)."""
     cost_configuration: CostConfiguration | None = None
     """Token prices, for cost estimates in metrics and traces."""
     trace_exporter: TraceExporter | None = None
@@ -181,6 +185,7 @@ def _check_settings(ensemble: Ensemble) -> None:
     _check_type(ensemble.rate_limit, RateLimit, "rate_limit")
     _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")
     _check_type(ensemble.cost_configuration, CostConfiguration, "cost_configuration")
+    _check_context_format(ensemble.context_format)
     synthesizer = ensemble.agent_synthesizer
     if synthesizer is not None and not isinstance(synthesizer, AgentSynthesizer):
         raise ValidationError(
@@ -204,3 +209,18 @@ def _check_type(value: object, expected: type, field_name: str) -> None:
         raise ValidationError(
             f"Ensemble {field_name} must be a {expected.__name__}, got: {value!r}"
         )
+
+
+def _check_context_format(context_format: object) -> None:
+    if not isinstance(context_format, ContextFormat):
+        raise ValidationError(
+            f"Ensemble context_format must be a ContextFormat, got: {context_format!r}"
+        )
+    if context_format is ContextFormat.TOON:
+        try:
+            require_toon()
+        except ImportError:
+            raise ValidationError(
+                "Ensemble context_format TOON requires the toon-format package: "
+                'pip install "agentensemble[toon]"'
+            ) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ExitReason", "ParallelErrorStrategy", "Workflow"]
+__all__ = ["ContextFormat", "ExitReason", "GuardrailType", "ParallelErrorStrategy", "Workflow"]
 
 
 class Workflow(StrEnum):
@@ -34,3 +34,22 @@ class ExitReason(StrEnum):
     USER_EXIT_EARLY = "USER_EXIT_EARLY"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
+
+
+class GuardrailType(StrEnum):
+    """Which side of a task a guardrail checks."""
+
+    INPUT = "INPUT"
+    """Before any model call: the task's description, expected output and context."""
+    OUTPUT = "OUTPUT"
+    """After the answer (and its structured parsing): the raw and parsed output."""
+
+
+class ContextFormat(StrEnum):
+    """How structured data is written into prompts."""
+
+    JSON = "JSON"
+    """As the model or tool produced it."""
+    TOON = "TOON"
+    """Token-Oriented Object Notation: structured context outputs and JSON tool results are
+    re-encoded, which takes far fewer tokens for uniform records (needs the ``toon`` extra)."""

@@ -9,6 +9,8 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── ParallelExecutionError     parallel tasks failed; carries outputs and causes
     ├── AgentExecutionError        the model (or a handler) failed while running an agent
     ├── MaxIterationsExceededError the model kept calling tools after three STOP messages
+    ├── OutputParsingError         the answer did not parse as the output type, retries included
+    ├── GuardrailViolationError    a guardrail rejected a task's input or output
     ├── RateLimitTimeoutError      no rate-limit token became available in time
     └── ToolExecutionError         a tool failed in a way the model cannot be told about
 
@@ -20,16 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentensemble.enums import GuardrailType
     from agentensemble.outputs import TaskOutput
     from agentensemble.task import Task
 
 __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
+    "GuardrailViolationError",
     "MaxIterationsExceededError",
+    "OutputParsingError",
     "ParallelExecutionError",
     "PromptTemplateError",
     "RateLimitTimeoutError",
@@ -82,7 +87,7 @@ class TaskExecutionError(AgentEnsembleError):
         *,
         task_description: str,
         agent_role: str,
-        completed_outputs: Sequence[TaskOutput] = (),
+        completed_outputs: Sequence[TaskOutput[Any]] = (),
     ) -> TaskExecutionError:
         """``Task '<description>' failed: <cause>``; raise it ``from cause``."""
         return cls(
@@ -98,12 +103,12 @@ class TaskExecutionError(AgentEnsembleError):
         *,
         task_description: str,
         agent_role: str,
-        completed_outputs: Sequence[TaskOutput] = (),
+        completed_outputs: Sequence[TaskOutput[Any]] = (),
     ) -> None:
         super().__init__(message)
         self.task_description = task_description
         self.agent_role = agent_role
-        self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
+        self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
 
 
 class ParallelExecutionError(AgentEnsembleError):
@@ -113,12 +118,12 @@ class ParallelExecutionError(AgentEnsembleError):
     def __init__(
         self,
         *,
-        completed_outputs: Sequence[TaskOutput],
-        failed_tasks: Mapping[Task, BaseException],
+        completed_outputs: Sequence[TaskOutput[Any]],
+        failed_tasks: Mapping[Task[Any], BaseException],
         total_tasks: int | None = None,
     ) -> None:
-        self.completed_outputs: tuple[TaskOutput, ...] = tuple(completed_outputs)
-        self.failed_tasks: dict[Task, BaseException] = dict(failed_tasks)
+        self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
+        self.failed_tasks: dict[Task[Any], BaseException] = dict(failed_tasks)
         """Failure cause of each failed task (your own `Task` objects)."""
         self.failed_task_causes: dict[str, BaseException] = {
             task.description: cause for task, cause in self.failed_tasks.items()
@@ -183,3 +188,54 @@ class ToolExecutionError(AgentEnsembleError):
         super().__init__(message)
         self.tool_name = tool_name
         self.tool_input = tool_input
+
+
+class OutputParsingError(AgentEnsembleError):
+    """The model's answer could not be parsed as the task's ``output_type``, even after the
+    correction retries. ``raw_output`` is the last answer; ``parse_errors`` has one entry
+    per attempt."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw_output: str,
+        parse_errors: Sequence[str],
+        attempt_count: int,
+        output_type: object,
+        task_description: str = "",
+        agent_role: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.raw_output = raw_output
+        """The last answer that failed to parse."""
+        self.parse_errors: tuple[str, ...] = tuple(parse_errors)
+        """Why each attempt failed, in order."""
+        self.attempt_count = attempt_count
+        """Answers parsed: the first one plus the retries."""
+        self.output_type = output_type
+        self.task_description = task_description
+        self.agent_role = agent_role
+
+
+class GuardrailViolationError(AgentEnsembleError):
+    """A guardrail rejected a task's input (before any model call) or its output."""
+
+    def __init__(
+        self,
+        *,
+        guardrail_type: GuardrailType,
+        violation_message: str,
+        task_description: str,
+        agent_role: str,
+    ) -> None:
+        super().__init__(
+            f"{guardrail_type} guardrail violation on agent '{agent_role}' task "
+            f"'{task_description}': {violation_message}"
+        )
+        self.guardrail_type = guardrail_type
+        """INPUT or OUTPUT."""
+        self.violation_message = violation_message
+        """The reason the guardrail gave (or, when it raised, what it raised)."""
+        self.task_description = task_description
+        self.agent_role = agent_role

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["EnsembleOutput", "TaskOutput"]
 
 T = TypeVar("T")
+Out = TypeVar("Out", covariant=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class TaskOutput:
-    """The result of one task."""
+class TaskOutput(Generic[Out]):
+    """The result of one task; generic in the task's output type (see `parsed_output`)."""
 
     raw: str
     """The final answer text ("" when the model answered nothing)."""
@@ -34,9 +35,10 @@ class TaskOutput:
     duration: timedelta
     tool_call_count: int = 0
     """Tool calls actually executed."""
-    parsed_output: Any = None
-    """The structured result, when the task asked for one."""
+    parsed_output: Out = None  # type: ignore[assignment]  # None is right for Task[None]
+    """The structured result: a value of the task's ``output_type`` (None without one)."""
     output_type: Any = None
+    """The task's ``output_type``."""
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
     trace: TaskTrace | None = None
     """What the task did: prompts, every model call and tool call."""
@@ -71,17 +73,17 @@ class TaskOutput:
 class EnsembleOutput:
     """The result of a run: every task output plus totals."""
 
-    task_outputs: tuple[TaskOutput, ...]
+    task_outputs: tuple[TaskOutput[Any], ...]
     """Completed outputs in execution (sequential) or completion (parallel) order."""
     total_duration: timedelta
     exit_reason: ExitReason = ExitReason.COMPLETED
     metrics: ExecutionMetrics = field(default_factory=ExecutionMetrics)
-    phase_outputs: Mapping[str, tuple[TaskOutput, ...]] = field(default_factory=dict)
+    phase_outputs: Mapping[str, tuple[TaskOutput[Any], ...]] = field(default_factory=dict)
     """Outputs by phase name (runs with phases only)."""
     trace: ExecutionTrace | None = None
     """The run's execution trace."""
-    _by_task: Mapping[Task, TaskOutput] = field(default_factory=dict, repr=False)
-    _final: TaskOutput | None = field(default=None, repr=False)
+    _by_task: Mapping[Task[Any], TaskOutput[Any]] = field(default_factory=dict, repr=False)
+    _final: TaskOutput[Any] | None = field(default=None, repr=False)
     """The output `raw` comes from (None: the last in `task_outputs`)."""
 
     def __repr__(self) -> str:
@@ -112,17 +114,18 @@ class EnsembleOutput:
         return self.exit_reason is ExitReason.COMPLETED
 
     @property
-    def completed_tasks(self) -> tuple[TaskOutput, ...]:
+    def completed_tasks(self) -> tuple[TaskOutput[Any], ...]:
         """Alias of `task_outputs`."""
         return self.task_outputs
 
     @property
-    def last_completed_output(self) -> TaskOutput | None:
+    def last_completed_output(self) -> TaskOutput[Any] | None:
         """The last completed output, or None."""
         return self.task_outputs[-1] if self.task_outputs else None
 
-    def output_for(self, task: Task) -> TaskOutput | None:
-        """The output of `task`, the very object you passed in (identity, not equality)."""
+    def output_for(self, task: Task[T]) -> TaskOutput[T] | None:
+        """The output of `task`, the very object you passed in (identity, not equality);
+        typed after the task, so a ``Task[Report]`` gives a ``TaskOutput[Report]``."""
         return self._by_task.get(task)
 
 

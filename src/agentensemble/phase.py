@@ -21,7 +21,7 @@ class Phase:
     """
 
     name: str
-    tasks: tuple[Task, ...]
+    tasks: tuple[Task[Any], ...]
     workflow: Workflow | None
     """How the phase runs its tasks; the ensemble's workflow (else SEQUENTIAL) when None."""
     after: tuple[Phase, ...]
@@ -30,7 +30,7 @@ class Phase:
     def __init__(
         self,
         name: str,
-        tasks: Iterable[Task],
+        tasks: Iterable[Task[Any]],
         *,
         workflow: Workflow | None = None,
         after: Iterable[Phase] = (),
@@ -59,7 +59,7 @@ class Phase:
         set_(self, "after", predecessors)
 
     @classmethod
-    def of(cls, name: str, *tasks: Task) -> Phase:
+    def of(cls, name: str, *tasks: Task[Any]) -> Phase:
         """A phase of `tasks` with no predecessors."""
         return cls(name, tasks)
 

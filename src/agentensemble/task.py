@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
 
 from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
+from agentensemble._output_types import OutputSpec, output_spec
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
 from agentensemble.models import (
@@ -24,6 +25,7 @@ from agentensemble.tools._resolve import check_tools
 
 if TYPE_CHECKING:
     from agentensemble.execution._handler import HandlerContext
+    from agentensemble.guardrails import InputGuardrail, OutputGuardrail
     from agentensemble.tools import ToolResult
 
 __all__ = ["DEFAULT_EXPECTED_OUTPUT", "Handler", "Task"]
@@ -36,15 +38,21 @@ Handler: TypeAlias = (
 
 DEFAULT_EXPECTED_OUTPUT = "Produce a complete and accurate response to the task."
 
+T = TypeVar("T")
+Out = TypeVar("Out", covariant=True)
+
 
 @dataclass(frozen=True, slots=True, init=False, eq=False)
-class Task:
+class Task(Generic[Out]):
     """What to do and what the result should look like.
 
     Without an `agent`, one is synthesised at run time from the description, using the
     task's `llm` (or the ensemble's), `tools` and `max_iterations`. Tasks compare by identity:
     two tasks with the same text are different tasks. `description` and `expected_output`
     may contain ``{variables}`` resolved from the run's inputs.
+
+    A task is generic in its output type: ``Task("...", output_type=Report)`` is a
+    ``Task[Report]``, and its output's ``parsed_output`` is typed ``Report`` for a checker.
     """
 
     description: str
@@ -59,7 +67,7 @@ class Task:
     """Tools for a synthesised agent (ignored when `agent` is set)."""
     max_iterations: int | None
     """Tool-call limit for a synthesised agent (default 25; ignored when `agent` is set)."""
-    context: tuple[Task, ...]
+    context: tuple[Task[Any], ...]
     """Tasks whose outputs are given to this task, in this order."""
     name: str | None
     """Optional short name, used in logs and traces."""
@@ -72,6 +80,83 @@ class Task:
     timeout: float | None
     """Seconds the whole task may take (every model call, tool call and retry); past it the
     task fails. Given as seconds or a timedelta; None: no limit."""
+    output_type: Any
+    """The type of the structured result (a pydantic model, dataclass, TypedDict,
+    ``list[X]``, ``dict[str, X]``, Enum, Literal, int, str...); None: text only."""
+    max_output_retries: int
+    """Correction requests after an answer that does not parse as `output_type`."""
+    input_guardrails: tuple[InputGuardrail, ...]
+    """Checks of the task's input, in order, before any model call."""
+    output_guardrails: tuple[OutputGuardrail, ...]
+    """Checks of the task's output (after structured parsing), in order."""
+    output_spec: OutputSpec | None = field(init=False, repr=False)
+    """`output_type` checked, with its schemas (None without an output type)."""
+
+    @overload
+    def __init__(
+        self: Task[None],
+        description: str,
+        expected_output: str = ...,
+        *,
+        agent: Agent | None = ...,
+        llm: Any = ...,
+        tools: Sequence[object] = ...,
+        max_iterations: int | None = ...,
+        context: Iterable[Task[Any]] = ...,
+        name: str | None = ...,
+        handler: Handler | None = ...,
+        rate_limit: RateLimit | None = ...,
+        model_settings: ModelSettings | None = ...,
+        timeout: timedelta | float | None = ...,
+        output_type: None = ...,
+        max_output_retries: int = ...,
+        input_guardrails: Sequence[InputGuardrail] = ...,
+        output_guardrails: Sequence[OutputGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Task[T],
+        description: str,
+        expected_output: str = ...,
+        *,
+        agent: Agent | None = ...,
+        llm: Any = ...,
+        tools: Sequence[object] = ...,
+        max_iterations: int | None = ...,
+        context: Iterable[Task[Any]] = ...,
+        name: str | None = ...,
+        handler: Handler | None = ...,
+        rate_limit: RateLimit | None = ...,
+        model_settings: ModelSettings | None = ...,
+        timeout: timedelta | float | None = ...,
+        output_type: type[T],
+        max_output_retries: int = ...,
+        input_guardrails: Sequence[InputGuardrail] = ...,
+        output_guardrails: Sequence[OutputGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Task[Any],
+        description: str,
+        expected_output: str = ...,
+        *,
+        agent: Agent | None = ...,
+        llm: Any = ...,
+        tools: Sequence[object] = ...,
+        max_iterations: int | None = ...,
+        context: Iterable[Task[Any]] = ...,
+        name: str | None = ...,
+        handler: Handler | None = ...,
+        rate_limit: RateLimit | None = ...,
+        model_settings: ModelSettings | None = ...,
+        timeout: timedelta | float | None = ...,
+        output_type: Any,
+        max_output_retries: int = ...,
+        input_guardrails: Sequence[InputGuardrail] = ...,
+        output_guardrails: Sequence[OutputGuardrail] = ...,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -82,12 +167,16 @@ class Task:
         llm: Any = None,
         tools: Sequence[object] = (),
         max_iterations: int | None = None,
-        context: Iterable[Task] = (),
+        context: Iterable[Task[Any]] = (),
         name: str | None = None,
         handler: Handler | None = None,
         rate_limit: RateLimit | None = None,
         model_settings: ModelSettings | None = None,
         timeout: timedelta | float | None = None,
+        output_type: Any = None,
+        max_output_retries: int = 3,
+        input_guardrails: Sequence[InputGuardrail] = (),
+        output_guardrails: Sequence[OutputGuardrail] = (),
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -103,6 +192,14 @@ class Task:
                     f"Task max_iterations must be > 0 when set, got: {max_iterations}"
                 )
         context_tasks = _check_context(context, description, expected_output, agent)
+        spec = None if output_type is None else _check_output_type(output_type)
+        require_int(max_output_retries, "Task max_output_retries")
+        if max_output_retries < 0:
+            raise ValidationError(
+                f"Task max_output_retries must be >= 0, got: {max_output_retries}"
+            )
+        checked_input = _check_guardrails(input_guardrails, "input_guardrails")
+        checked_output = _check_guardrails(output_guardrails, "output_guardrails")
         if handler is not None:
             _check_handler(handler, agent, llm, checked_tools, max_iterations, rate_limit)
         if rate_limit is not None and not isinstance(rate_limit, RateLimit):
@@ -123,11 +220,16 @@ class Task:
         set_(self, "rate_limit", rate_limit)
         set_(self, "model_settings", check_settings(model_settings, "Task"))
         set_(self, "timeout", None if timeout is None else require_seconds(timeout, "Task timeout"))
+        set_(self, "output_type", output_type)
+        set_(self, "max_output_retries", max_output_retries)
+        set_(self, "input_guardrails", checked_input)
+        set_(self, "output_guardrails", checked_output)
+        set_(self, "output_spec", spec)
 
     @classmethod
-    def of(cls, description: str, expected_output: str | None = None) -> Task:
+    def of(cls, description: str, expected_output: str | None = None) -> Task[None]:
         """A task with only a description (and the default expected output)."""
-        return cls(description, expected_output or DEFAULT_EXPECTED_OUTPUT)
+        return Task(description, expected_output or DEFAULT_EXPECTED_OUTPUT)
 
     def __repr__(self) -> str:
         text = self.description if len(self.description) <= 60 else self.description[:57] + "..."
@@ -138,7 +240,7 @@ class Task:
         """The name if set, else the description: how logs and errors refer to the task."""
         return self.name or self.description
 
-    def copy(self, **changes: Any) -> Task:
+    def copy(self, **changes: Any) -> Task[Any]:
         """A new, validated task with `changes` applied. The original is unchanged."""
         llm = self.llm
         if "llm" not in changes and self.rate_limit and isinstance(llm, RateLimitedChatModel):
@@ -182,12 +284,30 @@ def _check_handler(
         )
 
 
+def _check_output_type(output_type: Any) -> OutputSpec:
+    if isinstance(output_type, type) and issubclass(output_type, Task):
+        raise ValidationError("Task output_type must be the type of the result, got: Task")
+    return output_spec(output_type, "Task output_type")
+
+
+def _check_guardrails(guardrails: Sequence[Any], field_name: str) -> tuple[Any, ...]:
+    checked = as_tuple(guardrails, f"Task {field_name}")
+    for index, guardrail in enumerate(checked):
+        if not callable(guardrail):
+            raise ValidationError(
+                f"Task {field_name} element at index {index} must be a callable taking a "
+                f"Guardrail{'Input' if field_name.startswith('input') else 'Output'}, got: "
+                f"{guardrail!r}"
+            )
+    return checked
+
+
 def _check_context(
-    context: Iterable[Task], description: str, expected_output: str, agent: Agent | None
-) -> tuple[Task, ...]:
+    context: Iterable[Task[Any]], description: str, expected_output: str, agent: Agent | None
+) -> tuple[Task[Any], ...]:
     if isinstance(context, Task):
         raise ValidationError("Task context must be a list of tasks, got a single Task")
-    tasks: list[Task] = []
+    tasks: list[Task[Any]] = []
     for index, item in enumerate(as_tuple(context, "Task context")):
         if item is None:
             raise ValidationError(f"Task context element at index {index} must not be null")

@@ -115,7 +115,7 @@ def test_a_failing_handler_in_parallel_loses_no_other_output() -> None:
     ensemble = Ensemble(
         tasks=[
             Task("A", handler=lambda ctx: "a"),
-            Task("B", handler=lambda ctx: None),  # type: ignore[arg-type]  # returns null
+            Task("B", handler=lambda ctx: None),  # type: ignore[return-value]  # returns null
             Task("C", handler=lambda ctx: "c"),
         ],
         workflow=Workflow.PARALLEL,
@@ -171,4 +171,4 @@ def test_a_handler_must_be_callable() -> None:
     with pytest.raises(
         ValidationError, match="Task handler must be a callable or an AgentTool, got: int"
     ):
-        Task("x", handler=5)  # type: ignore[arg-type]
+        Task("x", handler=5)  # type: ignore[call-overload]

@@ -1,4 +1,5 @@
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
@@ -9,7 +10,7 @@ from agentensemble.execution._prompts import build_system_prompt, build_user_pro
 LLM = ScriptedModel([])
 
 
-def output(role: str, description: str, raw: str) -> TaskOutput:
+def output(role: str, description: str, raw: str) -> TaskOutput[Any]:
     return TaskOutput(
         raw=raw,
         task_description=description,

@@ -62,7 +62,11 @@ def test_the_openai_request_carries_every_setting() -> None:
     assert request["temperature"] == 0.3  # the constructor's, since settings leave it unset
     assert request["max_tokens"] == 50
     assert request["timeout"] == 12.0
-    assert request["response_format"]["json_schema"]["schema"] == {"type": "object"}
+    assert request["response_format"]["json_schema"]["schema"] == {
+        "type": "object",
+        "additionalProperties": False,  # strict mode closes every object
+        "required": [],
+    }
     assert request["extra_body"] == {"seed": 1, "top_k": 4}
     assert "max_tokens" not in model._request([UserMessage("hi")], (), None)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentensemble import HandlerContext, Task
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.execution._context import RunContext
@@ -11,7 +13,7 @@ from agentensemble.outputs import TaskOutput
 from agentensemble.workflows._parallel import DagRun, ParallelExecutor
 
 
-def planned(task: Task, index: int) -> PlannedTask:
+def planned(task: Task[Any], index: int) -> PlannedTask:
     return PlannedTask(
         source=task,
         index=index,
@@ -33,7 +35,7 @@ async def test_a_running_graph_takes_new_tasks_that_depend_on_finished_ones() ->
     reduce = Task("reduce", handler=echo, context=[first, second])
     added: list[str] = []
 
-    def on_done(dag: DagRun, done: PlannedTask, output: TaskOutput) -> None:
+    def on_done(dag: DagRun, done: PlannedTask, output: TaskOutput[Any]) -> None:
         added.append(done.description)
         if len(added) == 2:  # both map tasks finished: add the reduction
             dag.add([planned(reduce, 3)])

@@ -3,6 +3,7 @@
 import asyncio
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -41,8 +42,8 @@ def dags(draw: st.DrawFn) -> Case:
     return dependencies, failing, concurrency
 
 
-def build(dependencies: Dependencies) -> list[Task]:
-    tasks: list[Task] = []
+def build(dependencies: Dependencies) -> list[Task[Any]]:
+    tasks: list[Task[Any]] = []
     for index, deps in enumerate(dependencies):
         tasks.append(Task(f"T{index}", context=[tasks[d] for d in deps]))
     return tasks

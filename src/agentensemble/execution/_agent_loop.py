@@ -29,14 +29,14 @@ from agentensemble.models import (
     SystemMessage,
     UserMessage,
 )
+from agentensemble.tools._resolve import NO_TOOLS, ToolSet
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
     from agentensemble.execution._steps import TaskState
-    from agentensemble.tools._resolve import ToolSet
 
-__all__ = ["AgentLoop", "run_agent_loop"]
+__all__ = ["AgentLoop", "ask_once", "run_agent_loop"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -84,7 +84,24 @@ async def run_agent_loop(state: TaskState) -> None:
     `MaxIterationsExceededError` after the third STOP message. Tool errors never raise:
     the model is told about them and carries on.
     """
-    loop = _start(state)
+    prompts = state.prompts
+    if prompts is None:  # the prompt step ran first
+        raise AssertionError("agent loop without prompts")
+    messages: list[Message] = [SystemMessage(prompts.system), UserMessage(prompts.user)]
+    loop = _start(state, messages, with_tools=True)
+    await _drive(loop)
+    state.raw = state.recorder.final_text(loop.answer)
+
+
+async def ask_once(state: TaskState, messages: list[Message]) -> str:
+    """One more model call for the task, without tools (a structured-output correction,
+    say): rate-limited, timed, streamed and recorded like every call of the loop."""
+    loop = _start(state, messages, with_tools=False)
+    await _drive(loop)
+    return loop.answer or ""
+
+
+async def _drive(loop: AgentLoop) -> None:
     step: LoopStep | None = ask_model
     try:
         while step is not None:
@@ -95,25 +112,24 @@ async def run_agent_loop(state: TaskState) -> None:
         raise AgentExecutionError(
             f"Agent '{loop.role}' failed: {describe_error(error)}",
             agent_role=loop.role,
-            task_description=state.task.planned.description,
+            task_description=loop.task.planned.description,
         ) from error
-    state.raw = state.recorder.final_text(loop.answer)
 
 
-def _start(state: TaskState) -> AgentLoop:
-    task, planned, prompts = state.task, state.task.planned, state.prompts
-    if planned.agent is None or prompts is None:  # the prompt step ran first
-        raise AssertionError("agent loop without an agent or prompts")
+def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> AgentLoop:
+    task, planned = state.task, state.task.planned
+    if planned.agent is None:  # planning gives every agent-path task an agent
+        raise AssertionError("agent loop without an agent")
     model = planned.agent.llm
     return AgentLoop(
         task=task,
         recorder=state.recorder,
         model=model,
-        tools=planned.agent.tool_set,
+        tools=planned.agent.tool_set if with_tools else NO_TOOLS,
         settings=planned.settings,
         limiter=task.run.limiters.for_task(planned.source),
         max_iterations=planned.agent.max_iterations,
-        messages=[SystemMessage(prompts.system), UserMessage(prompts.user)],
+        messages=messages,
         streaming=model
         if task.run.events.streams_tokens and isinstance(model, StreamingChatModel)
         else None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import NOTHING
+from agentensemble.enums import ContextFormat
 from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
@@ -44,23 +45,23 @@ class RunOutputs:
     __slots__ = ("_by_task", "by_phase")
 
     def __init__(self) -> None:
-        self._by_task: dict[Task, TaskOutput] = {}
-        self.by_phase: dict[str, tuple[TaskOutput, ...]] = {}
+        self._by_task: dict[Task[Any], TaskOutput[Any]] = {}
+        self.by_phase: dict[str, tuple[TaskOutput[Any], ...]] = {}
         """Outputs of each phase that completed (phased runs)."""
 
-    def record(self, task: Task, output: TaskOutput) -> None:
+    def record(self, task: Task[Any], output: TaskOutput[Any]) -> None:
         """Store a completed task's output."""
         self._by_task[task] = output
 
-    def get(self, task: Task) -> TaskOutput | None:
+    def get(self, task: Task[Any]) -> TaskOutput[Any] | None:
         """The output of `task`, if it completed."""
         return self._by_task.get(task)
 
-    def completed(self) -> tuple[TaskOutput, ...]:
+    def completed(self) -> tuple[TaskOutput[Any], ...]:
         """Every output so far, in completion order."""
         return tuple(self._by_task.values())
 
-    def by_task(self) -> dict[Task, TaskOutput]:
+    def by_task(self) -> dict[Task[Any], TaskOutput[Any]]:
         """A copy of the outputs keyed by task."""
         return dict(self._by_task)
 
@@ -73,10 +74,10 @@ class RunLimiters:
     explicit agent it applies on top of the agent's own limit."""
 
     ensemble: RateLimiter | None = None
-    by_task: Mapping[Task, RateLimiter] = field(default_factory=dict)
+    by_task: Mapping[Task[Any], RateLimiter] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tasks: Sequence[Task], ensemble_limit: RateLimit | None) -> RunLimiters:
+    def of(cls, tasks: Sequence[Task[Any]], ensemble_limit: RateLimit | None) -> RunLimiters:
         """Fresh buckets for one run of `tasks`."""
         by_task = {
             task: RateLimiter(task.rate_limit)
@@ -86,7 +87,7 @@ class RunLimiters:
         ensemble = RateLimiter(ensemble_limit) if ensemble_limit is not None else None
         return cls(ensemble, by_task)
 
-    def for_task(self, task: Task) -> RateLimiter | None:
+    def for_task(self, task: Task[Any]) -> RateLimiter | None:
         """The run's bucket for `task`'s model calls, if the run owns one."""
         own = self.by_task.get(task)
         if own is not None or task.agent is not None or task.llm is not None:
@@ -106,6 +107,8 @@ class RunContext:
     tool_log_truncate_length: int = 200
     """Characters of tool input/output in logs (-1: all, 0: none)."""
     capture_mode: CaptureMode = CaptureMode.OFF
+    context_format: ContextFormat = ContextFormat.JSON
+    """How structured context and JSON tool results are written into prompts."""
     cost_configuration: CostConfiguration | None = None
     limiters: RunLimiters = field(default_factory=RunLimiters)
     outputs: RunOutputs = field(default_factory=RunOutputs)
@@ -133,7 +136,7 @@ class TaskContext:
 
     run: RunContext
     planned: PlannedTask
-    context_outputs: tuple[TaskOutput, ...] = ()
+    context_outputs: tuple[TaskOutput[Any], ...] = ()
     """Outputs of the task's context tasks, in declared order."""
     task_id: str = field(default_factory=new_id)
     """Unique per task execution in the run."""

@@ -31,7 +31,7 @@ class HandlerContext:
     description: str
     """The task description, templates resolved."""
     expected_output: str
-    context_outputs: tuple[TaskOutput, ...]
+    context_outputs: tuple[TaskOutput[Any], ...]
     """Outputs of the task's context tasks, in declared order."""
     run_id: str = field(default="", compare=False)
     """The run (``ensemble_id`` on every event)."""

@@ -13,13 +13,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from agentensemble.agent import Agent
 from agentensemble.errors import PromptTemplateError, ValidationError
 from agentensemble.execution._agent_loop import run_agent_loop
 from agentensemble.execution._context import RunContext
+from agentensemble.execution._guardrails import check_input, check_output
 from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
 from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
+from agentensemble.execution._structured_output import (
+    add_output_format,
+    check_handler_output,
+    parse_structured_output,
+    structured_settings,
+)
 from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.execution._templates import resolve_template, template_variables
 from agentensemble.models import (
@@ -43,7 +51,7 @@ __all__ = ["PlannedTask", "SynthesisLog", "plan_tasks", "resolve_texts", "task_s
 class PlannedTask:
     """One task as a run executes it."""
 
-    source: Task
+    source: Task[Any]
     """The caller's task object (the identity outputs are keyed by)."""
     index: int
     """1-based position in the run (numbered across phases)."""
@@ -65,15 +73,25 @@ class PlannedTask:
         return self.agent.role if self.agent else DETERMINISTIC_ROLE
 
 
-def task_steps(task: Task, agent: Agent | None) -> tuple[TaskStep, ...]:
+def task_steps(task: Task[Any], agent: Agent | None) -> tuple[TaskStep, ...]:
     """The steps a task runs between its start and complete events (BEHAVIOUR 6.1 order);
-    each capability adds its own here."""
+    each capability adds its own here, and only to the tasks that use it."""
+    typed = task.output_spec is not None
+    steps: list[TaskStep | None] = [check_input if task.input_guardrails else None]
     if agent is None:
-        return (run_handler, finish_output)
-    return (build_prompts, run_agent_loop, finish_output)
+        steps += [run_handler, check_handler_output if typed else None]
+    else:
+        steps += [
+            add_output_format if typed else None,
+            build_prompts,
+            run_agent_loop,
+            parse_structured_output if typed else None,
+        ]
+    steps += [check_output if task.output_guardrails else None, finish_output]
+    return tuple(step for step in steps if step is not None)
 
 
-def resolve_texts(tasks: Sequence[Task], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
+def resolve_texts(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
     """(description, expected_output) of each task with templates resolved.
 
     Raises `PromptTemplateError` naming every variable missing in any task (with the first
@@ -134,7 +152,7 @@ class SynthesisLog:
 
 
 async def plan_tasks(
-    tasks: Sequence[Task],
+    tasks: Sequence[Task[Any]],
     texts: Sequence[tuple[str, str]],
     *,
     llm: ChatModel | None,
@@ -163,7 +181,9 @@ async def plan_tasks(
                 description=description,
                 expected_output=expected,
                 agent=agent,
-                settings=merge_settings(agent.model_settings, task.model_settings)
+                settings=structured_settings(
+                    task, agent, merge_settings(agent.model_settings, task.model_settings)
+                )
                 if agent
                 else None,
                 steps=task_steps(task, agent),
@@ -173,7 +193,7 @@ async def plan_tasks(
 
 
 async def _synthesize(
-    task: Task,
+    task: Task[Any],
     description: str,
     ensemble_llm: ChatModel | None,
     synthesizer: AgentSynthesizer,

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from agentensemble._formats import format_value
 from agentensemble._logging import get_logger
+from agentensemble.enums import ContextFormat
 
 if TYPE_CHECKING:
     from agentensemble.agent import Agent
@@ -70,14 +72,17 @@ class PromptSection:
 def build_user_prompt(
     description: str,
     expected_output: str,
-    context: Sequence[TaskOutput] = (),
+    context: Sequence[TaskOutput[Any]] = (),
     sections: Sequence[PromptSection] = (),
+    *,
+    context_format: ContextFormat = ContextFormat.JSON,
 ) -> str:
     """Every section in slot order: context from previous tasks (if any), the task, its
-    expected output, and whatever sections capabilities added."""
+    expected output, and whatever sections capabilities added. Under `ContextFormat.TOON`
+    a context output with a parsed (structured) value shows that value in TOON."""
     task = f"## Task\n{description}"
     expected = f"\n\n## Expected Output\n{expected_output}"
-    context_text = _context_section(context) if context else ""
+    context_text = _context_section(context, context_format) if context else ""
     if not sections:  # the common case, without the sorting
         return f"{context_text}{task}{expected}"
     core = [
@@ -92,7 +97,7 @@ def _slot_of(section: PromptSection) -> int:
     return section.slot
 
 
-def _context_section(context: Sequence[TaskOutput]) -> str:
+def _context_section(context: Sequence[TaskOutput[Any]], context_format: ContextFormat) -> str:
     lines = [
         "## Context from Previous Tasks\n",
         "The following results from previous tasks may be relevant:\n",
@@ -105,8 +110,9 @@ def _context_section(context: Sequence[TaskOutput]) -> str:
                 output.task_description[:80],
                 len(output.raw),
             )
-        lines.append(
-            f"\n---\n### {output.agent_role}: {output.task_description}\n{output.raw}\n---\n"
-        )
+        text = output.raw
+        if context_format is ContextFormat.TOON and output.parsed_output is not None:
+            text = format_value(output.parsed_output, context_format)
+        lines.append(f"\n---\n### {output.agent_role}: {output.task_description}\n{text}\n---\n")
     lines.append("\n")
     return "".join(lines)

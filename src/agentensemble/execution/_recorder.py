@@ -112,7 +112,7 @@ class TaskRecorder:
         if self.events.wants("on_task_start"):
             await self.events.emit(TaskStartEvent(total_tasks=planned.total, **self._task_ids()))
 
-    async def task_completed(self, output: TaskOutput) -> None:
+    async def task_completed(self, output: TaskOutput[Any]) -> None:
         planned = self.task.planned
         task_logger.info(
             "Task %d/%d completed | Duration: %s | Tool calls: %d",
@@ -341,7 +341,7 @@ class TaskRecorder:
             logger.info("Agent response:\n%s", text)
         return text
 
-    def output(self, raw: str, parsed: Any = None) -> TaskOutput:
+    def output(self, raw: str, parsed: Any = None) -> TaskOutput[Any]:
         """The task's `TaskOutput`, with its metrics and trace."""
         planned = self.task.planned
         metrics = self._metrics()
@@ -368,6 +368,7 @@ class TaskRecorder:
             duration=duration,
             tool_call_count=self.tool_calls,
             parsed_output=parsed,
+            output_type=planned.source.output_type,
             metrics=metrics,
             trace=trace,
         )

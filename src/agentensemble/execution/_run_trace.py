@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from agentensemble._calling import call_user_code
 from agentensemble._logging import get_logger
@@ -49,7 +50,7 @@ class RunRecord:
 
 def build_trace(
     record: RunRecord,
-    outputs: Sequence[TaskOutput],
+    outputs: Sequence[TaskOutput[Any]],
     *,
     duration: timedelta,
     exit_reason: str,

@@ -37,7 +37,7 @@ class TaskState:
     """The answer text (the agent's final answer, or the handler's output)."""
     parsed: Any = None
     """The structured result, when there is one."""
-    output: TaskOutput | None = None
+    output: TaskOutput[Any] | None = None
     """Set by the last body step; later steps may replace it."""
 
 
@@ -58,6 +58,7 @@ async def build_prompts(state: TaskState) -> None:
             planned.expected_output,
             task.context_outputs,
             state.prompt_sections,
+            context_format=task.run.context_format,
         ),
     )
     state.prompts = prompts

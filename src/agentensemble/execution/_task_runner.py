@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import task_log_context
 from agentensemble.errors import AgentExecutionError, TaskExecutionError
@@ -20,7 +20,7 @@ __all__ = ["context_outputs", "run_task"]
 
 def context_outputs(
     planned: PlannedTask, completed: RunOutputs, *, strict: bool
-) -> tuple[TaskOutput, ...]:
+) -> tuple[TaskOutput[Any], ...]:
     """Outputs of the task's context tasks, in declared order.
 
     `strict` raises when one is missing (sequential runs); otherwise missing ones are skipped.
@@ -39,7 +39,7 @@ def context_outputs(
     return tuple(found)
 
 
-async def run_task(task: TaskContext) -> TaskOutput:
+async def run_task(task: TaskContext) -> TaskOutput[Any]:
     """Run the task's steps; fire start/complete/failed events. Failures are re-raised as is.
 
     A task of the ensemble (depth 0) that completes is recorded in the run's outputs.

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from agentensemble._formats import format_json_text
 from agentensemble._logging import get_logger
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
 from agentensemble.models import ToolCall, ToolResultMessage
@@ -51,12 +52,15 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> tuple[Tool
         raise failure
     stop_text = STOP_MESSAGE.format(max=loop.max_iterations)
     limit = loop.task.run.max_tool_output_length
+    context_format = loop.task.run.context_format
     traces = []
     for call, ok in zip(calls, admitted, strict=True):
         if ok:
             outcome = next(executed)
             traces.append(outcome.trace)
-            text = truncate_for_model(outcome.result.text_for_model, limit)
+            text = truncate_for_model(
+                format_json_text(outcome.result.text_for_model, context_format), limit
+            )
         else:
             traces.append(loop.recorder.tool_call_skipped(call, stop_text))
             text = stop_text

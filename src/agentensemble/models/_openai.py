@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +32,11 @@ class OpenAIChatModel:
     """A chat model served over the OpenAI chat-completions API.
 
     Works with OpenAI, Azure OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp,
-    LM Studio) through `base_url`. Retries of 408/409/429/5xx responses, with backoff that
-    honours ``retry-after``, are the SDK's (`max_retries`). The SDK client is created on first
-    use, so building an ensemble never needs credentials.
+    LM Studio) through `base_url`. `ModelSettings.output_schema` is sent as a
+    ``response_format`` JSON Schema, strict when the schema allows it. Retries of
+    408/409/429/5xx responses, with backoff that honours ``retry-after``, are the SDK's
+    (`max_retries`). The SDK client is created on first use, so building an ensemble never
+    needs credentials.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class OpenAIChatModel:
         max_retries: int = 2,
         temperature: float | None = None,
         extra_body: dict[str, Any] | None = None,
+        supports_output_schema: bool = True,
     ) -> None:
         require("openai", "openai")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
@@ -61,6 +65,10 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.temperature = temperature
         self._extra_body = dict(extra_body or {})
+        self.supports_output_schema = supports_output_schema
+        """Whether tasks with an object ``output_type`` send their JSON Schema as
+        ``response_format`` (OpenAI, vLLM, llama.cpp, Ollama and LM Studio accept it; turn it
+        off for a server that does not, and the prompt-based path is used alone)."""
         make = functools.partial(_new_client, model, base_url, api_key, timeout, max_retries)
         self._clients: PerLoop[Any] = PerLoop(make, _close_client)
         """One SDK client per event loop: pooled connections belong to the loop that opened
@@ -199,10 +207,54 @@ _NO_SETTINGS = ModelSettings()
 
 
 def _response_format(schema: Any) -> dict[str, Any]:
+    """A ``json_schema`` response format; strict (the server then guarantees the shape)
+    unless the schema has a free-form mapping, which strict mode cannot express."""
+    strict = _strict_schema(schema)
     return {
         "type": "json_schema",
-        "json_schema": {"name": "output", "schema": dict(schema), "strict": False},
+        "json_schema": {
+            "name": re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "output"))[:64],
+            "schema": strict if strict is not None else dict(schema),
+            "strict": strict is not None,
+        },
     }
+
+
+def _strict_schema(schema: Any) -> dict[str, Any] | None:
+    """`schema` as OpenAI's strict mode wants it: every object closed
+    (``additionalProperties: false``) with all its properties required, and no defaults.
+    None when an object allows arbitrary keys (a ``dict[str, X]`` field)."""
+    if not isinstance(schema, dict):
+        return None
+    strict: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "default":
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            converted: Any = {name: _strict_schema(sub) for name, sub in value.items()}
+            if any(sub is None for sub in converted.values()):
+                return None
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            converted = [_strict_schema(sub) for sub in value]
+            if any(sub is None for sub in converted):
+                return None
+        elif key == "items" and isinstance(value, dict):
+            converted = _strict_schema(value)
+            if converted is None:
+                return None
+        else:
+            converted = value
+        strict[key] = converted
+    if strict.get("type") == "object" or "properties" in strict:
+        if strict.get("additionalProperties") not in (None, False):
+            return None
+        strict["additionalProperties"] = False
+        strict["required"] = list(strict.get("properties", {}))
+    return strict
+
+
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
 
 
 def _new_client(

@@ -10,14 +10,17 @@ from agentensemble.models._messages import ChatResponse, Message, ToolSpec
 if TYPE_CHECKING:
     from agentensemble.models._settings import ModelSettings
 
-__all__ = ["ChatModel", "StreamingChatModel", "model_name_of"]
+__all__ = ["ChatModel", "StreamingChatModel", "model_name_of", "supports_output_schema"]
 
 
 @runtime_checkable
 class ChatModel(Protocol):
     """A chat model: one async method from a conversation (and offered tools) to a response.
 
-    A model may also expose ``model_name: str``; events, traces and spans show it.
+    A model may also expose ``model_name: str``; events, traces and spans show it. A model
+    whose provider constrains answers to a JSON Schema (`ModelSettings.output_schema`)
+    says so with ``supports_output_schema = True``; tasks with an ``output_type`` then send
+    their schema natively.
     """
 
     async def chat(
@@ -58,3 +61,9 @@ def model_name_of(model: object) -> str:
     """The model's ``model_name`` attribute when it has a text one, else its class name."""
     name = getattr(model, "model_name", None)
     return name if isinstance(name, str) and name else type(model).__name__
+
+
+def supports_output_schema(model: object) -> bool:
+    """True when the model honours `ModelSettings.output_schema` (its
+    ``supports_output_schema`` attribute is True)."""
+    return getattr(model, "supports_output_schema", False) is True

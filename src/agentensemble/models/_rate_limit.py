@@ -11,7 +11,12 @@ from typing import Protocol
 from agentensemble._checks import require_int
 from agentensemble.errors import RateLimitTimeoutError, ValidationError
 from agentensemble.models._messages import ChatResponse, Message, ToolSpec
-from agentensemble.models._protocol import ChatModel, StreamingChatModel, model_name_of
+from agentensemble.models._protocol import (
+    ChatModel,
+    StreamingChatModel,
+    model_name_of,
+    supports_output_schema,
+)
 from agentensemble.models._settings import ModelSettings
 
 __all__ = ["Clock", "RateLimit", "RateLimitedChatModel", "RateLimiter", "SystemClock"]
@@ -229,6 +234,11 @@ class RateLimitedChatModel:
     def model_name(self) -> str:
         """The wrapped model's name."""
         return model_name_of(self.model)
+
+    @property
+    def supports_output_schema(self) -> bool:
+        """Whether the wrapped model does native structured output."""
+        return supports_output_schema(self.model)
 
     async def chat(
         self,

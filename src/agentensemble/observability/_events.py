@@ -119,7 +119,7 @@ class TaskCompleteEvent:
 
     task_description: str
     agent_role: str
-    task_output: TaskOutput
+    task_output: TaskOutput[Any]
     duration: timedelta
     task_index: int
     total_tasks: int

@@ -189,6 +189,18 @@ class ExecutionTrace:
             return json.dumps(plain, indent=indent, ensure_ascii=True)
         return data.decode()
 
+    def to_toon(self, path: str | Path | None = None) -> str:
+        """The trace as TOON text (needs the ``toon`` extra): the same data as `to_json`,
+        in fewer tokens, for handing a trace to a model. With `path`, also written there
+        (atomically)."""
+        from agentensemble._formats import encode_toon
+        from agentensemble.observability._exporters import write_atomically
+
+        text = encode_toon(_adapter().dump_python(self, mode="json", fallback=repr))
+        if path is not None:
+            write_atomically(Path(path), text)
+        return text
+
     @classmethod
     def from_json(cls, text: str | bytes) -> ExecutionTrace:
         """Read a trace written by `to_json` (escaped lone surrogates included)."""

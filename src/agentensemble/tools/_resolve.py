@@ -12,7 +12,7 @@ from agentensemble.tools._agent_tool import AgentTool, AgentToolAdapter
 from agentensemble.tools._base import Tool
 from agentensemble.tools._function import FunctionTool, check_tool_name
 
-__all__ = ["ToolSet", "check_tools", "expand_tool", "tool_methods"]
+__all__ = ["NO_TOOLS", "ToolSet", "check_tools", "expand_tool", "tool_methods"]
 
 
 def tool_methods(obj: object) -> list[FunctionTool]:
@@ -79,3 +79,7 @@ class ToolSet:
 
     def __bool__(self) -> bool:
         return bool(self.by_name)
+
+
+NO_TOOLS = ToolSet((), {})
+"""The tools of a model call that offers none."""

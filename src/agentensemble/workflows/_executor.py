@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.workflows._parallel import ParallelExecutor
@@ -26,7 +26,9 @@ class WorkflowExecutor(Protocol):
     `TaskExecutionError` or `ParallelExecutionError` once running tasks have settled.
     """
 
-    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+    async def execute(
+        self, plan: Sequence[PlannedTask], run: RunContext
+    ) -> tuple[TaskOutput[Any], ...]:
         """Run `plan`; return its outputs in completion order."""
         ...
 

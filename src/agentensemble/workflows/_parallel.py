@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
@@ -29,7 +29,7 @@ __all__ = ["DagRun", "ParallelExecutor", "TaskDoneHook"]
 
 logger = get_logger("agentensemble.parallel")
 
-TaskDoneHook = Callable[["DagRun", PlannedTask, TaskOutput], None]
+TaskDoneHook = Callable[["DagRun", PlannedTask, TaskOutput[Any]], None]
 """Called when a task completes; may add tasks to the running graph."""
 
 
@@ -45,7 +45,9 @@ class ParallelExecutor:
         self.strategy = strategy
         self.on_task_done = on_task_done
 
-    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+    async def execute(
+        self, plan: Sequence[PlannedTask], run: RunContext
+    ) -> tuple[TaskOutput[Any], ...]:
         """Run `plan` (and whatever is added while it runs) as a DAG.
 
         Raises `TaskExecutionError` (FAIL_FAST: the first failure) or `ParallelExecutionError`
@@ -63,17 +65,17 @@ class DagRun:
         self.run = run
         self.strategy = strategy
         self.on_task_done = on_task_done
-        self.members: dict[Task, PlannedTask] = {}
+        self.members: dict[Task[Any], PlannedTask] = {}
         self.pending: dict[PlannedTask, int] = {}
-        self.dependents: dict[Task, list[PlannedTask]] = {}
-        self.settled: set[Task] = set()
-        self.broken: set[Task] = set()
+        self.dependents: dict[Task[Any], list[PlannedTask]] = {}
+        self.settled: set[Task[Any]] = set()
+        self.broken: set[Task[Any]] = set()
         """Tasks that failed or were skipped."""
         self.failures: list[tuple[PlannedTask, Exception]] = []
-        self.outputs: list[TaskOutput] = []
+        self.outputs: list[TaskOutput[Any]] = []
         self._group: asyncio.TaskGroup | None = None
 
-    async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput, ...]:
+    async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput[Any], ...]:
         """Run `plan` and whatever is added meanwhile; raise the failures at the end."""
         import asyncio
 

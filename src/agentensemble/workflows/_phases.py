@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy, Workflow
@@ -35,7 +36,7 @@ class PlannedPhase:
 
 @dataclass(slots=True)
 class _Progress:
-    outputs: list[TaskOutput] = field(default_factory=list)
+    outputs: list[TaskOutput[Any]] = field(default_factory=list)
     failures: list[tuple[Phase, Exception]] = field(default_factory=list)
     broken: set[Phase] = field(default_factory=set)
 
@@ -51,7 +52,9 @@ class PhaseExecutor:
         self.phases = tuple(phases)
         self.strategy = strategy
 
-    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+    async def execute(
+        self, plan: Sequence[PlannedTask], run: RunContext
+    ) -> tuple[TaskOutput[Any], ...]:
         """Run every phase (`plan` is their tasks); raise the first phase failure once every
         runnable phase is done."""
         import asyncio

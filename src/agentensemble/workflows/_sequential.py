@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from agentensemble.errors import TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
@@ -17,9 +18,11 @@ class SequentialExecutor:
     """Runs tasks in order; a failure raises `TaskExecutionError` carrying every output the
     run completed before it."""
 
-    async def execute(self, plan: Sequence[PlannedTask], run: RunContext) -> tuple[TaskOutput, ...]:
+    async def execute(
+        self, plan: Sequence[PlannedTask], run: RunContext
+    ) -> tuple[TaskOutput[Any], ...]:
         """Run `plan` in order; return its outputs."""
-        outputs: list[TaskOutput] = []
+        outputs: list[TaskOutput[Any]] = []
         for planned in plan:
             context = context_outputs(planned, run.outputs, strict=True)
             try:

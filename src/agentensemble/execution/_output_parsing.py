@@ -1,0 +1,200 @@
+"""Find the JSON in a model's answer and validate it as the task's output type (BEHAVIOUR 5.1,
+5.2).
+
+Models wrap JSON in markdown fences and prose, leave trailing commas, stop mid-object or
+answer with a bare value. `json_candidates` yields every plausible JSON text in the order
+the reference tries them (fenced blocks, the whole answer, then each balanced ``{...}`` or
+``[...]`` span in the prose: a superset of the reference's non-greedy scan, so nested
+objects survive). `parse_answer` takes the first candidate that validates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentensemble._output_types import OutputSpec
+
+__all__ = ["ParseFailure", "json_candidates", "parse_answer"]
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_STRUCTURE = re.compile(r'[{}\[\]"\\]')
+_TRAILING_COMMA = re.compile(r',(\s*[}\]])|"(?:[^"\\]|\\.)*"', re.DOTALL)
+_MAX_SPANS = 16
+"""Balanced spans tried per answer (prose with hundreds of brackets stays cheap)."""
+_SHOWN = 200
+
+
+class ParseFailure(ValueError):
+    """The answer holds no value of the output type; the message says why."""
+
+
+def parse_answer(raw: str, spec: OutputSpec) -> Any:
+    """The value of `spec`'s type found in `raw`; raises `ParseFailure` with the reference's
+    messages ("LLM produced an empty response", "Could not find valid JSON in response: ...",
+    "JSON could not be deserialized as {Type}: ...")."""
+    text = raw.strip()
+    if not text:
+        raise ParseFailure("LLM produced an empty response")
+    first_failure: ParseFailure | None = None
+    for candidate in json_candidates(text):
+        try:
+            return _validate(candidate, spec)
+        except ParseFailure as failure:
+            first_failure = first_failure or failure
+    if spec.text_is_value:
+        return _validate_text(text, spec)
+    if first_failure is not None:
+        raise first_failure
+    try:  # a bare scalar: 42, true, "quoted"
+        return spec.adapter.validate_json(text)
+    except ValueError:
+        pass
+    shown = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+    raise ParseFailure(f"Could not find valid JSON in response: {shown}")
+
+
+def json_candidates(text: str) -> Iterator[str]:
+    """Every plausible JSON text in `text`, best first, each once: fenced blocks, the whole
+    text, balanced spans in prose, and finally an unclosed one (so that a truncated answer
+    fails with the parser's "EOF" detail rather than "no JSON")."""
+    seen: set[str] = set()
+    for match in _FENCE.finditer(text):
+        block = match.group(2).strip()
+        if _looks_like_json(block) and block not in seen:
+            seen.add(block)
+            yield block
+    if _looks_like_json(text) and text not in seen:
+        seen.add(text)
+        yield text
+    unclosed = None
+    for start, end in _balanced_spans(text):
+        if end < 0:
+            unclosed = text[start:]
+            break
+        span = text[start:end]
+        if span not in seen:
+            seen.add(span)
+            yield span
+    if unclosed is not None and not seen:
+        yield unclosed
+
+
+def _looks_like_json(text: str) -> bool:
+    return len(text) >= 2 and (
+        (text[0] == "{" and text[-1] == "}") or (text[0] == "[" and text[-1] == "]")
+    )
+
+
+def _balanced_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each top-level balanced bracket span, in order; end is -1 for a span
+    still open at the end of the text. A span whose brackets do not match is skipped."""
+    position, found = 0, 0
+    while found < _MAX_SPANS:
+        start = _next_opening(text, position)
+        if start < 0:
+            return
+        end = _span_end(text, start)
+        if end == 0:  # mismatched: try from the next bracket
+            position = start + 1
+            continue
+        yield start, end
+        if end < 0:
+            return
+        found += 1
+        position = end
+
+
+def _next_opening(text: str, position: int) -> int:
+    braces, brackets = text.find("{", position), text.find("[", position)
+    if braces < 0 or brackets < 0:
+        return max(braces, brackets)
+    return min(braces, brackets)
+
+
+def _span_end(text: str, start: int) -> int:
+    """Index after the bracket closing the one at `start`; -1 if the text ends first, 0 if
+    a closing bracket does not match."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for match in _STRUCTURE.finditer(text, start):
+        char = match.group()
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if escaped:
+            escaped = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not stack or stack.pop() != char:
+                return 0
+            if not stack:
+                return match.end()
+    return -1
+
+
+def _validate(candidate: str, spec: OutputSpec) -> Any:
+    import pydantic
+
+    try:
+        return spec.adapter.validate_json(candidate)
+    except pydantic.ValidationError as error:
+        if _is_syntax_error(error):
+            repaired = _without_trailing_commas(candidate)
+            if repaired != candidate:
+                try:
+                    return spec.adapter.validate_json(repaired)
+                except pydantic.ValidationError:
+                    pass
+        raise ParseFailure(
+            f"JSON could not be deserialized as {spec.name}: {_describe(error)}"
+        ) from None
+
+
+def _validate_text(text: str, spec: OutputSpec) -> Any:
+    """A string-typed answer, as JSON (``"Paris"``) or as bare text (``Paris``)."""
+    import pydantic
+
+    try:
+        return spec.adapter.validate_json(text)
+    except pydantic.ValidationError:
+        pass
+    try:
+        return spec.adapter.validate_python(text)
+    except pydantic.ValidationError as error:
+        raise ParseFailure(
+            f"JSON could not be deserialized as {spec.name}: {_describe(error)}"
+        ) from None
+
+
+def _is_syntax_error(error: Any) -> bool:
+    return any(item["type"] == "json_invalid" for item in error.errors())
+
+
+def _without_trailing_commas(candidate: str) -> str:
+    """`candidate` without commas right before a closing bracket (strings left alone)."""
+    return _TRAILING_COMMA.sub(
+        lambda m: m.group(1) if m.group(1) is not None else m.group(), candidate
+    )
+
+
+def _describe(error: Any, limit: int = 5) -> str:
+    """pydantic's errors as ``field: problem; field: problem`` (the first few)."""
+    items = error.errors(include_url=False)
+    parts = []
+    for item in items[:limit]:
+        where = ".".join(str(part) for part in item["loc"])
+        parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
+    if len(items) > limit:
+        parts.append(f"and {len(items) - limit} more")
+    return "; ".join(parts)
