@@ -115,7 +115,7 @@ def test_a_failing_handler_in_parallel_loses_no_other_output() -> None:
     ensemble = Ensemble(
         tasks=[
             Task("A", handler=lambda ctx: "a"),
-            Task("B", handler=lambda ctx: None),  # type: ignore[return-value]  # returns null
+            Task("B", handler=lambda ctx: None),  # type: ignore[arg-type, return-value]  # returns null
             Task("C", handler=lambda ctx: "c"),
         ],
         workflow=Workflow.PARALLEL,

@@ -218,7 +218,7 @@ def test_a_failed_run_still_exports_a_trace_with_its_errors(tmp_path: Path) -> N
     exporter = JsonTraceExporter(tmp_path)
     tasks = [
         Task("Fine", handler=lambda ctx: "ok"),
-        Task("Broken", handler=lambda ctx: None),  # type: ignore[return-value]  # returns null on purpose
+        Task("Broken", handler=lambda ctx: None),  # type: ignore[arg-type, return-value]  # returns null on purpose
     ]
     with pytest.raises(ParallelExecutionError):
         Ensemble(

@@ -48,10 +48,11 @@ def parse_answer(raw: str, spec: OutputSpec) -> Any:
         return _validate_text(text, spec)
     if first_failure is not None:
         raise first_failure
-    try:  # a bare scalar: 42, true, "quoted"
-        return spec.adapter.validate_json(text)
-    except ValueError:
-        pass
+    for scalar in (text, *_fenced_blocks(text)):  # a bare scalar: 42, true, "quoted"
+        try:
+            return spec.adapter.validate_json(scalar)
+        except ValueError:
+            pass
     shown = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
     raise ParseFailure(f"Could not find valid JSON in response: {shown}")
 
@@ -61,8 +62,7 @@ def json_candidates(text: str) -> Iterator[str]:
     text, balanced spans in prose, and finally an unclosed one (so that a truncated answer
     fails with the parser's "EOF" detail rather than "no JSON")."""
     seen: set[str] = set()
-    for match in _FENCE.finditer(text):
-        block = match.group(2).strip()
+    for block in _fenced_blocks(text):
         if _looks_like_json(block) and block not in seen:
             seen.add(block)
             yield block
@@ -80,6 +80,13 @@ def json_candidates(text: str) -> Iterator[str]:
             yield span
     if unclosed is not None and not seen:
         yield unclosed
+
+
+def _fenced_blocks(text: str) -> list[str]:
+    """The stripped contents of each markdown code fence (an unclosed one runs to the end)."""
+    if "```" not in text:
+        return []
+    return [match.group(2).strip() for match in _FENCE.finditer(text)]
 
 
 def _looks_like_json(text: str) -> bool:

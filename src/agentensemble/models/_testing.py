@@ -103,11 +103,15 @@ class ScriptedModel:
         *,
         usage: Usage | None = None,
         model_name: str = "ScriptedModel",
+        supports_output_schema: bool = False,
     ) -> None:
         self._replies: list[Reply] = list(replies)
         self._usage = usage
         self.model_name = model_name
         """The name events, traces and spans show."""
+        self.supports_output_schema = supports_output_schema
+        """Act as a native structured-output model: typed tasks then send their JSON Schema
+        in ``ModelSettings.output_schema`` (see `requests`)."""
         self._next = 0
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
@@ -159,12 +163,19 @@ class FunctionModel:
     """
 
     def __init__(
-        self, fn: ModelFunction, *, usage: Usage | None = None, model_name: str = "FunctionModel"
+        self,
+        fn: ModelFunction,
+        *,
+        usage: Usage | None = None,
+        model_name: str = "FunctionModel",
+        supports_output_schema: bool = False,
     ) -> None:
         self._fn = fn
         self._usage = usage
         self.model_name = model_name
         """The name events, traces and spans show."""
+        self.supports_output_schema = supports_output_schema
+        """Act as a native structured-output model (see `ScriptedModel`)."""
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
 
