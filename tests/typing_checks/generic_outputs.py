@@ -1,7 +1,7 @@
 """Checked by mypy in tests/structured/test_typing.py: what a checker infers for typed tasks.
 Never imported or run; the `reveal_type` lines are what the test reads."""
 
-from typing import Literal
+from typing import Literal, reveal_type
 
 from pydantic import BaseModel
 
