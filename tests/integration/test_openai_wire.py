@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionError, tool
 from agentensemble._sync import run_sync
@@ -168,3 +169,47 @@ def test_the_cli_prints_the_cause_and_exits_non_zero(capsys: pytest.CaptureFixtu
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("error: Task 'Research honeybees using the search_notes tool' failed:")
     assert "scripted failure" in error  # the provider's own message reaches the user
+
+
+class Verdict(BaseModel):
+    label: str
+    confidence: float = 0.5
+
+
+def test_native_structured_output_sends_a_strict_json_schema() -> None:
+    stub = OpenAIStub(['{"label": "spam", "confidence": 0.9}', '{"label": "ham"}'])
+    with OpenAIServer(stub) as server:
+        native = OpenAIChatModel("stub-model", base_url=server.base_url, api_key="test")
+        prompt_only = OpenAIChatModel(
+            "stub-model", base_url=server.base_url, api_key="test", supports_output_schema=False
+        )
+        first = Task("Classify", agent=Agent("Judge", "Judge", llm=native), output_type=Verdict)
+        second = Task("Again", agent=Agent("Judge", "Judge", llm=prompt_only), output_type=Verdict)
+        output = Ensemble(tasks=[first, second]).run()
+
+    assert output.output_for(first) is not None
+    assert output.output_for(first).parsed_output == Verdict(label="spam", confidence=0.9)  # type: ignore[union-attr]
+    assert output.output_for(second).parsed_output == Verdict(label="ham")  # type: ignore[union-attr]
+    assert stub.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "Verdict",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "title": "Verdict",
+                "properties": {
+                    "label": {"type": "string", "title": "Label"},
+                    "confidence": {"type": "number", "title": "Confidence"},
+                },
+                "required": ["label", "confidence"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    assert "response_format" not in stub.requests[1]
+    # the prompt-based instructions go to both
+    for request in stub.requests:
+        assert request["messages"][1]["content"].endswith(
+            '{\n  "label": "string",\n  "confidence": "number"\n}'
+        )
