@@ -113,6 +113,10 @@ def _unsupported(name: str, field: str, error: Exception) -> ValidationError:
 
 def type_name(type_: Any) -> str:
     """A short, readable name: ``Report``, ``list[Report]``, ``dict[str, int]``."""
+    if type_ is type(None):
+        return "None"
+    if type_ is Ellipsis:
+        return "..."
     if isinstance(type_, type) and not typing.get_args(type_):
         return type_.__name__
     origin, args = typing.get_origin(type_), typing.get_args(type_)
@@ -188,7 +192,7 @@ class _Renderer:
             values = node.get("additionalProperties")
             if isinstance(values, Mapping):
                 return f'{{"string": {self.render(values, depth + 1)}}}'
-            return "{}"
+            return '{"string": "any"}' if values is True else "{}"
         if depth >= _MAX_DEPTH:
             return _quoted("object")
         inner, outer = "  " * (depth + 1), "  " * depth
