@@ -281,3 +281,14 @@ def test_unknown_fields_are_ignored_but_a_model_that_forbids_them_is_respected()
     strict = _run(Task("x", agent=_writer(model), output_type=Strict))
     assert strict.parsed_output == Strict(name="a")
     assert len(model.requests) == 2
+
+
+def test_a_rate_limited_model_keeps_its_native_mode() -> None:
+    from agentensemble import RateLimit
+
+    native = ScriptedModel([REPORT_JSON], supports_output_schema=True)
+    agent = Agent("Writer", "Write", llm=native, rate_limit=RateLimit.per_second(100))
+    _run(Task("Write it", agent=agent, output_type=Report))
+    settings = native.requests[0].settings
+    assert settings is not None
+    assert settings.output_schema == Report.model_json_schema()
