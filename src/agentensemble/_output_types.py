@@ -20,6 +20,8 @@ __all__ = ["OutputSpec", "output_spec", "type_name"]
 
 _MAX_DEPTH = 5
 """Objects nested deeper than this are shown as "object" in the prompt schema."""
+_RECURSION_SHOWN = 2
+"""How many times a recursive definition is expanded on one path of the prompt schema."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -43,12 +45,18 @@ class OutputSpec:
         """True when answers are JSON objects (the only shape native modes accept)."""
         return _resolve(self.json_schema, self.json_schema).get("type") == "object"
 
+    @property
+    def is_array(self) -> bool:
+        """True when answers are JSON arrays."""
+        return _resolve(self.json_schema, self.json_schema).get("type") == "array"
+
 
 def output_spec(output_type: Any, field: str = "Task output_type") -> OutputSpec:
     """The spec of `output_type`; raises `ValidationError` naming the type when pydantic
     cannot validate it or build a JSON Schema for it, and for None, bare tuples and Any."""
     try:
-        return _cached_spec(output_type, field)
+        # keyed by the repr too: A | B and B | A are equal but validate in their own order
+        return _cached_spec(output_type, repr(output_type), field)
     except TypeError as error:  # an unhashable type form: not cached
         if "unhashable" not in str(error):
             raise
@@ -56,7 +64,7 @@ def output_spec(output_type: Any, field: str = "Task output_type") -> OutputSpec
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_spec(output_type: Any, field: str) -> OutputSpec:
+def _cached_spec(output_type: Any, shown: str, field: str) -> OutputSpec:
     return _build_spec(output_type, field)
 
 
@@ -117,6 +125,8 @@ def type_name(type_: Any) -> str:
         return "None"
     if type_ is Ellipsis:
         return "..."
+    if typing.get_origin(type_) is typing.Annotated:
+        return type_name(typing.get_args(type_)[0])
     if isinstance(type_, type) and not typing.get_args(type_):
         return type_.__name__
     origin, args = typing.get_origin(type_), typing.get_args(type_)
@@ -155,9 +165,24 @@ class _Renderer:
 
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
+        self.path: list[str] = []
+        """The definitions being rendered: a recursive type is shown to one level."""
 
     def render(self, node: Mapping[str, Any], depth: int) -> str:
-        node = _resolve(node, self.root)
+        ref = node.get("$ref")
+        if not isinstance(ref, str):
+            return self._render(_resolve(node, self.root), depth)
+        if self.path.count(ref) >= _RECURSION_SHOWN:
+            return _quoted("object")
+        self.path.append(ref)
+        try:
+            return self._render(_resolve(node, self.root), depth)
+        finally:
+            self.path.pop()
+
+    def _render(self, node: Mapping[str, Any], depth: int) -> str:
+        if depth > _MAX_DEPTH + 2:  # deep maps and lists
+            return _quoted("any")
         variants = node.get("anyOf") or node.get("oneOf")
         if variants:
             return self._union(variants, depth)

@@ -7,6 +7,7 @@ server-sent events chunked the way OpenAI chunks them, usage in the last chunk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -130,6 +131,10 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             if isinstance(reply, Hang):
                 reply.release.wait(timeout=10)
                 reply = reply.text
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gave up
+                self._answer(body, reply)
+
+        def _answer(self, body: dict[str, Any], reply: str | ToolCalls | Error | NoChoices) -> None:
             if isinstance(reply, NoChoices):
                 self._send(200, {**_completion("", stub.usage), "choices": []})
             elif isinstance(reply, Error):

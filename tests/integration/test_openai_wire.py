@@ -179,10 +179,10 @@ class Verdict(BaseModel):
 def test_native_structured_output_sends_a_strict_json_schema() -> None:
     stub = OpenAIStub(['{"label": "spam", "confidence": 0.9}', '{"label": "ham"}'])
     with OpenAIServer(stub) as server:
-        native = OpenAIChatModel("stub-model", base_url=server.base_url, api_key="test")
-        prompt_only = OpenAIChatModel(
-            "stub-model", base_url=server.base_url, api_key="test", supports_output_schema=False
+        native = OpenAIChatModel(
+            "stub-model", base_url=server.base_url, api_key="test", supports_output_schema=True
         )
+        prompt_only = OpenAIChatModel("stub-model", base_url=server.base_url, api_key="test")
         first = Task("Classify", agent=Agent("Judge", "Judge", llm=native), output_type=Verdict)
         second = Task("Again", agent=Agent("Judge", "Judge", llm=prompt_only), output_type=Verdict)
         output = Ensemble(tasks=[first, second]).run()

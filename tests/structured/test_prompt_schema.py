@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 import pytest
 from pydantic import BaseModel, Field
+from typing_extensions import TypeAliasType
 
 from agentensemble._output_types import output_spec, type_name
 
@@ -20,6 +21,17 @@ class Tagged(BaseModel):
     level: Literal["low", "high"]
     note: str | None = None
     count: int | str
+
+
+# mypy cannot follow a recursive alias declared through typing_extensions on 3.11
+JsonValue = TypeAliasType(  # type: ignore[misc]
+    "JsonValue",
+    Union[dict[str, "JsonValue"], list["JsonValue"], str, int, None],  # type: ignore[misc]  # noqa: UP007
+)
+
+
+class Envelope(BaseModel):
+    payload: JsonValue
 
 
 class Node(BaseModel):
@@ -58,10 +70,48 @@ def test_nested_objects_and_arrays_of_objects_are_indented_by_depth() -> None:
     )
 
 
-def test_recursive_models_stop_at_depth_five() -> None:
-    schema = output_spec(Node).prompt_schema
-    assert schema.count('"name": "string"') == 3
-    assert '"children": ["object"]' in schema
+def test_a_recursive_model_is_expanded_one_level() -> None:
+    assert output_spec(Node).prompt_schema == (
+        "{\n"
+        '  "name": "string",\n'
+        '  "children": [\n'
+        "    {\n"
+        '      "name": "string",\n'
+        '      "children": ["object"]\n'
+        "    }\n"
+        "  ]\n"
+        "}"
+    )
+
+
+def test_a_recursive_type_alias_renders_without_blowing_up() -> None:
+    schema = output_spec(Envelope).prompt_schema
+    assert schema.startswith('{\n  "payload": {"string": {"string": "object"} | ["object"]')
+    assert len(schema) < 300
+
+
+def test_deeply_nested_models_stop_at_depth_five() -> None:
+    class L5(BaseModel):
+        x: int
+
+    class L4(BaseModel):
+        l5: L5
+
+    class L3(BaseModel):
+        l4: L4
+
+    class L2(BaseModel):
+        l3: L3
+
+    class L1(BaseModel):
+        l2: L2
+
+    class L0(BaseModel):
+        l1: L1
+
+    schema = output_spec(L0).prompt_schema
+    assert '"l5": "object"' in schema
+    assert '"x"' not in schema
 
 
 @pytest.mark.parametrize(

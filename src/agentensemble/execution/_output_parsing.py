@@ -21,9 +21,11 @@ __all__ = ["ParseFailure", "json_candidates", "parse_answer"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _STRUCTURE = re.compile(r'[{}\[\]"\\]')
-_TRAILING_COMMA = re.compile(r',(\s*[}\]])|"(?:[^"\\]|\\.)*"', re.DOTALL)
-_MAX_SPANS = 16
-"""Balanced spans tried per answer (prose with hundreds of brackets stays cheap)."""
+_TRAILING_COMMA = re.compile(r',(\s*[}\]])|"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
+_MAX_SPANS = 64
+"""Balanced spans tried per answer (prose with thousands of brackets stays cheap)."""
+_MAX_RESCANS = 8
+"""Unclosed spans rescanned from inside per answer (each rescan reads the rest of the text)."""
 _SHOWN = 200
 
 
@@ -39,15 +41,19 @@ def parse_answer(raw: str, spec: OutputSpec) -> Any:
     if not text:
         raise ParseFailure("LLM produced an empty response")
     first_failure: ParseFailure | None = None
+    shaped_failure: ParseFailure | None = None  # from a candidate of the expected shape
+    opening = _opening_of(spec)
     for candidate in json_candidates(text):
         try:
             return _validate(candidate, spec)
         except ParseFailure as failure:
             first_failure = first_failure or failure
+            if shaped_failure is None and candidate[0] == opening:
+                shaped_failure = failure
     if spec.text_is_value:
         return _validate_text(text, spec)
     if first_failure is not None:
-        raise first_failure
+        raise shaped_failure or first_failure
     for scalar in (text, *_fenced_blocks(text)):  # a bare scalar: 42, true, "quoted"
         try:
             return spec.adapter.validate_json(scalar)
@@ -73,7 +79,7 @@ def json_candidates(text: str) -> Iterator[str]:
     for start, end in _balanced_spans(text):
         if end < 0:
             unclosed = text[start:]
-            break
+            continue
         span = text[start:end]
         if span not in seen:
             seen.add(span)
@@ -96,22 +102,32 @@ def _looks_like_json(text: str) -> bool:
 
 
 def _balanced_spans(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of each top-level balanced bracket span, in order; end is -1 for a span
-    still open at the end of the text. A span whose brackets do not match is skipped."""
-    position, found = 0, 0
-    while found < _MAX_SPANS:
-        start = _next_opening(text, position)
-        if start < 0:
-            return
-        end = _span_end(text, start)
-        if end == 0:  # mismatched: try from the next bracket
-            position = start + 1
+    """(start, end) of each top-level balanced bracket span, in order; a final (start, -1)
+    when a span is still open at the end of the text.
+
+    One pass over the brackets and quotes (quotes count only inside a span). A closing
+    bracket that does not match drops the span it was in; an unclosed span is rescanned
+    from its next character, so JSON after a stray ``[`` or ``"`` in the prose is still
+    found. Rescans are bounded, so the cost stays linear in the text."""
+    position, emitted, rescans = 0, 0, 0
+    first_unclosed = -1
+    while emitted < _MAX_SPANS:
+        span_start, end = _next_span(text, position)
+        if span_start < 0:
+            break
+        if end >= 0:
+            yield span_start, end
+            emitted += 1
+            position = end
             continue
-        yield start, end
-        if end < 0:
-            return
-        found += 1
-        position = end
+        if first_unclosed < 0:
+            first_unclosed = span_start
+        if rescans == _MAX_RESCANS or _next_opening(text, span_start + 1) < 0:
+            break
+        rescans += 1
+        position = span_start + 1
+    if first_unclosed >= 0:
+        yield first_unclosed, -1
 
 
 def _next_opening(text: str, position: int) -> int:
@@ -121,12 +137,13 @@ def _next_opening(text: str, position: int) -> int:
     return min(braces, brackets)
 
 
-def _span_end(text: str, start: int) -> int:
-    """Index after the bracket closing the one at `start`; -1 if the text ends first, 0 if
-    a closing bracket does not match."""
+def _next_span(text: str, position: int) -> tuple[int, int]:
+    """The next balanced span from `position`: (start, end), (start, -1) when the text ends
+    inside it, (-1, -1) when no bracket opens."""
     stack: list[str] = []
+    start = -1
     in_string = escaped = False
-    for match in _STRUCTURE.finditer(text, start):
+    for match in _STRUCTURE.finditer(text, position):
         char = match.group()
         if in_string:
             if escaped:
@@ -135,19 +152,28 @@ def _span_end(text: str, start: int) -> int:
                 escaped = True
             elif char == '"':
                 in_string = False
-            continue
-        if escaped:
-            escaped = False
+        elif char in "{[":
+            if not stack:
+                start = match.start()
+            stack.append("}" if char == "{" else "]")
+        elif not stack:
+            continue  # quotes and closers in prose
         elif char == '"':
             in_string = True
-        elif char in "{[":
-            stack.append("}" if char == "{" else "]")
-        elif char in "}]":
-            if not stack or stack.pop() != char:
-                return 0
-            if not stack:
-                return match.end()
-    return -1
+        elif char == "\\":
+            continue  # outside a string a backslash is not JSON; the parser will say so
+        elif stack.pop() != char:
+            stack.clear()  # mismatched: drop this span, look for the next one
+        elif not stack:
+            return start, match.end()
+    return (start, -1) if stack else (-1, -1)
+
+
+def _opening_of(spec: OutputSpec) -> str:
+    """The bracket the expected JSON starts with ("" for scalars)."""
+    if spec.is_object:
+        return "{"
+    return "[" if spec.is_array else ""
 
 
 def _validate(candidate: str, spec: OutputSpec) -> Any:
@@ -155,22 +181,28 @@ def _validate(candidate: str, spec: OutputSpec) -> Any:
 
     try:
         return spec.adapter.validate_json(candidate)
-    except pydantic.ValidationError as error:
+    except pydantic.ValidationError as first_error:
+        error = first_error
         if _is_syntax_error(error):
             repaired = _without_trailing_commas(candidate)
             if repaired != candidate:
                 try:
                     return spec.adapter.validate_json(repaired)
-                except pydantic.ValidationError:
-                    pass
+                except pydantic.ValidationError as repaired_error:
+                    error = repaired_error  # what is wrong besides the commas
         raise ParseFailure(
             f"JSON could not be deserialized as {spec.name}: {_describe(error)}"
         ) from None
 
 
 def _validate_text(text: str, spec: OutputSpec) -> Any:
-    """A string-typed answer, as JSON (``"Paris"``) or as bare text (``Paris``)."""
+    """A string-typed answer, as JSON (``"Paris"``) or as bare text (``Paris``), possibly
+    in a fence of its own."""
     import pydantic
+
+    blocks = _fenced_blocks(text)
+    if blocks and text.startswith("```") and blocks[0]:
+        text = blocks[0]
 
     try:
         return spec.adapter.validate_json(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import re
@@ -33,7 +34,8 @@ class OpenAIChatModel:
 
     Works with OpenAI, Azure OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp,
     LM Studio) through `base_url`. `ModelSettings.output_schema` is sent as a
-    ``response_format`` JSON Schema, strict when the schema allows it. Retries of
+    ``response_format`` JSON Schema, strict when the schema allows it (typed tasks send
+    one when `supports_output_schema` is on). Retries of
     408/409/429/5xx responses, with backoff that honours ``retry-after``, are the SDK's
     (`max_retries`). The SDK client is created on first use, so building an ensemble never
     needs credentials.
@@ -49,7 +51,7 @@ class OpenAIChatModel:
         max_retries: int = 2,
         temperature: float | None = None,
         extra_body: dict[str, Any] | None = None,
-        supports_output_schema: bool = True,
+        supports_output_schema: bool | None = None,
     ) -> None:
         require("openai", "openai")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
@@ -65,10 +67,13 @@ class OpenAIChatModel:
         self.max_retries = max_retries
         self.temperature = temperature
         self._extra_body = dict(extra_body or {})
-        self.supports_output_schema = supports_output_schema
+        self.supports_output_schema = (
+            base_url is None if supports_output_schema is None else supports_output_schema
+        )
         """Whether tasks with an object ``output_type`` send their JSON Schema as
-        ``response_format`` (OpenAI, vLLM, llama.cpp, Ollama and LM Studio accept it; turn it
-        off for a server that does not, and the prompt-based path is used alone)."""
+        ``response_format``. By default only for OpenAI itself (no `base_url`): many
+        compatible servers accept it (vLLM, llama.cpp, Ollama, LM Studio) but not all, and
+        one that does not would fail every typed task. Pass True to turn it on."""
         make = functools.partial(_new_client, model, base_url, api_key, timeout, max_retries)
         self._clients: PerLoop[Any] = PerLoop(make, _close_client)
         """One SDK client per event loop: pooled connections belong to the loop that opened
@@ -208,43 +213,66 @@ _NO_SETTINGS = ModelSettings()
 
 def _response_format(schema: Any) -> dict[str, Any]:
     """A ``json_schema`` response format; strict (the server then guarantees the shape)
-    unless the schema has a free-form mapping, which strict mode cannot express."""
-    strict = _strict_schema(schema)
+    unless the schema has a free-form mapping, which strict mode cannot express. The
+    caller's schema is copied, never sent (or changed) as it is."""
+    plain = copy.deepcopy(dict(schema))
+    root = _inline_root(plain)
+    strict = _strict_schema(root, root)
     return {
         "type": "json_schema",
         "json_schema": {
-            "name": re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "output"))[:64],
-            "schema": strict if strict is not None else dict(schema),
+            "name": re.sub(r"[^A-Za-z0-9_-]", "_", str(root.get("title") or "output"))[:64],
+            "schema": strict if strict is not None else plain,
             "strict": strict is not None,
         },
     }
 
 
-def _strict_schema(schema: Any) -> dict[str, Any] | None:
-    """`schema` as OpenAI's strict mode wants it: every object closed
-    (``additionalProperties: false``) with all its properties required, and no defaults.
-    None when an object allows arbitrary keys (a ``dict[str, X]`` field)."""
-    if not isinstance(schema, dict):
+def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema whose root is a ``$ref`` (a recursive model) with that definition inlined:
+    strict mode wants an object at the root."""
+    target = _definition(schema.get("$ref"), schema)
+    if target is None:
+        return schema
+    return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _definition(ref: object, root: dict[str, Any]) -> dict[str, Any] | None:
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
         return None
+    found = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+    return found if isinstance(found, dict) else None
+
+
+def _strict_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> dict[str, Any] | None:
+    """`schema` as OpenAI's strict mode wants it: every object closed
+    (``additionalProperties: false``) with all its properties required, no defaults, no
+    ``$ref`` with keywords beside it (the definition is inlined), ``anyOf`` for ``oneOf``.
+    None when strict mode cannot express it (a ``dict[str, X]`` field)."""
+    if not isinstance(schema, dict) or depth > _MAX_SCHEMA_DEPTH:
+        return None
+    target = _definition(schema.get("$ref"), root)
+    if target is not None and len(schema) > 1:  # {"$ref": ..., "description": ...}
+        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
     strict: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "default":
+        if key in _DROPPED:
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            converted: Any = {name: _strict_schema(sub) for name, sub in value.items()}
+            converted: Any = {n: _strict_schema(sub, root, depth + 1) for n, sub in value.items()}
             if any(sub is None for sub in converted.values()):
                 return None
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            converted = [_strict_schema(sub) for sub in value]
+            converted = [_strict_schema(sub, root, depth + 1) for sub in value]
             if any(sub is None for sub in converted):
                 return None
         elif key == "items" and isinstance(value, dict):
-            converted = _strict_schema(value)
+            converted = _strict_schema(value, root, depth + 1)
             if converted is None:
                 return None
         else:
             converted = value
-        strict[key] = converted
+        strict["anyOf" if key == "oneOf" else key] = converted
     if strict.get("type") == "object" or "properties" in strict:
         if strict.get("additionalProperties") not in (None, False):
             return None
@@ -253,8 +281,10 @@ def _strict_schema(schema: Any) -> dict[str, Any] | None:
     return strict
 
 
+_DROPPED = frozenset({"default", "discriminator"})
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})
 _SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_MAX_SCHEMA_DEPTH = 64
 
 
 def _new_client(
