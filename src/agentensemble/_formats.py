@@ -9,6 +9,7 @@ row per object, which takes far fewer tokens than JSON. The encoder is the offic
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from agentensemble._extras import require
@@ -54,7 +55,18 @@ def format_json_text(text: str, context_format: ContextFormat) -> str:
     if not stripped or stripped[0] not in "[{":
         return text
     try:
-        value = json.loads(stripped)
+        value = json.loads(stripped, parse_constant=_reject, parse_float=_finite)
     except ValueError:
         return text
-    return encode_toon(value)
+    return encode_toon(value) or text  # TOON writes an empty object as nothing
+
+
+def _reject(constant: str) -> float:
+    raise ValueError(f"{constant} has no TOON form")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text} has no TOON form")
+    return number

@@ -193,7 +193,10 @@ class ToolExecutionError(AgentEnsembleError):
 class OutputParsingError(AgentEnsembleError):
     """The model's answer could not be parsed as the task's ``output_type``, even after the
     correction retries. ``raw_output`` is the last answer; ``parse_errors`` has one entry
-    per attempt."""
+    per attempt.
+
+    A sequential run raises it as it is (as the reference implementation does), with
+    ``completed_outputs``; a parallel run reports it as the cause of its task's failure."""
 
     def __init__(
         self,
@@ -216,6 +219,8 @@ class OutputParsingError(AgentEnsembleError):
         self.output_type = output_type
         self.task_description = task_description
         self.agent_role = agent_role
+        self.completed_outputs: tuple[TaskOutput[Any], ...] = ()
+        """Outputs the run completed before this task failed (set by a sequential run)."""
 
 
 class GuardrailViolationError(AgentEnsembleError):

@@ -229,7 +229,7 @@ class Task(Generic[Out]):
     @classmethod
     def of(cls, description: str, expected_output: str | None = None) -> Task[None]:
         """A task with only a description (and the default expected output)."""
-        return Task(description, expected_output or DEFAULT_EXPECTED_OUTPUT)
+        return cls(description, expected_output or DEFAULT_EXPECTED_OUTPUT)
 
     def __repr__(self) -> str:
         text = self.description if len(self.description) <= 60 else self.description[:57] + "..."

@@ -126,12 +126,13 @@ def test_a_bad_answer_gets_a_fresh_two_message_correction_conversation() -> None
 def test_retries_are_counted_and_exhausted_into_an_output_parsing_error() -> None:
     answers = ["nope", '{"title": 1}', '{"title": "x", "score": "high", "tags": []}']
     model = ScriptedModel(answers)
+    first = Task("Research", handler=lambda ctx: "kept")
     task = Task("Write it", agent=_writer(model), output_type=Report, max_output_retries=2)
-    with pytest.raises(TaskExecutionError) as raised:
-        Ensemble(tasks=[task]).run()
+    with pytest.raises(OutputParsingError) as raised:  # unwrapped, as BEHAVIOUR 5.3 says
+        Ensemble(tasks=[first, task]).run()
 
-    error = raised.value.__cause__
-    assert isinstance(error, OutputParsingError)
+    error = raised.value
+    assert [o.raw for o in error.completed_outputs] == ["kept"]  # nothing completed is lost
     assert len(model.requests) == 3  # 1 + max_output_retries
     assert error.attempt_count == 3
     assert error.raw_output == answers[-1]
@@ -156,10 +157,9 @@ def test_retries_are_counted_and_exhausted_into_an_output_parsing_error() -> Non
 def test_zero_retries_means_one_attempt() -> None:
     model = ScriptedModel(["nope"])
     task = Task("Write it", agent=_writer(model), output_type=Report, max_output_retries=0)
-    with pytest.raises(TaskExecutionError) as raised:
+    with pytest.raises(OutputParsingError) as raised:
         Ensemble(tasks=[task]).run()
-    assert isinstance(raised.value.__cause__, OutputParsingError)
-    assert raised.value.__cause__.attempt_count == 1
+    assert raised.value.attempt_count == 1
     assert len(model.requests) == 1
 
 
@@ -223,10 +223,9 @@ def test_a_handler_result_is_validated_as_the_output_type() -> None:
     assert outputs.output_for(structured) is not None
     assert outputs.output_for(structured).parsed_output == Point(1, 2)  # type: ignore[union-attr]
     assert outputs.output_for(textual).parsed_output == 42  # type: ignore[union-attr]
-    with pytest.raises(TaskExecutionError) as raised:
+    with pytest.raises(OutputParsingError) as raised:
         Ensemble(tasks=[wrong]).run()
-    assert isinstance(raised.value.__cause__, OutputParsingError)
-    assert raised.value.__cause__.attempt_count == 1
+    assert raised.value.attempt_count == 1
 
 
 def test_parsed_checks_the_type() -> None:
@@ -292,3 +291,19 @@ def test_a_rate_limited_model_keeps_its_native_mode() -> None:
     settings = native.requests[0].settings
     assert settings is not None
     assert settings.output_schema == Report.model_json_schema()
+
+
+def test_a_parse_failure_in_a_phase_is_a_task_failure_of_that_task() -> None:
+    from agentensemble import Phase
+
+    done = Task("Collect", handler=lambda ctx: "kept")
+    typed = Task(
+        "Count", agent=_writer(ScriptedModel(["many"])), output_type=int, max_output_retries=0
+    )
+    one = Phase("one", [done])
+    ensemble = Ensemble(phases=[one, Phase("two", [typed], after=[one])])
+    with pytest.raises(TaskExecutionError) as raised:
+        ensemble.run()
+    assert raised.value.task_description == "Count"
+    assert isinstance(raised.value.__cause__, OutputParsingError)
+    assert [o.raw for o in raised.value.completed_outputs] == ["kept"]

@@ -82,6 +82,8 @@ async def _verdict(
     """(None, None) when the guardrail passes, else (the reason, the exception if any)."""
     try:
         result = await call_user_code(guardrail, value)
+    except GuardrailViolationError:
+        raise  # a guardrail may reject by raising the error itself
     except Exception as error:
         raised = type(error).__name__
         detail = describe_error(error)

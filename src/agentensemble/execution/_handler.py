@@ -77,7 +77,8 @@ async def run_handler(state: TaskState) -> None:
         reason = result.error_message or "handler failure"
         raise _failure(f"Deterministic task failed: {reason}", context)
     state.raw = result.output or ""
-    state.parsed = result.structured_output
+    if task.planned.source.output_type is not None:  # checked by check_handler_output
+        state.parsed = result.structured_output
 
 
 async def _call(handler: Handler, context: HandlerContext) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy, Workflow
-from agentensemble.errors import TaskExecutionError
+from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.outputs import TaskOutput
@@ -105,6 +105,13 @@ def _raise_first_failure(progress: _Progress, run: RunContext) -> None:
             agent_role=error.agent_role,
             completed_outputs=completed,
         ) from (error.__cause__ or error)
+    if isinstance(error, OutputParsingError):  # a sequential phase raises it unwrapped
+        raise TaskExecutionError.of(
+            error,
+            task_description=error.task_description,
+            agent_role=error.agent_role,
+            completed_outputs=completed,
+        ) from error
     raise TaskExecutionError(
         f"Phase failed: {error}",
         task_description=phase.name,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentensemble.errors import TaskExecutionError
+from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
@@ -16,7 +16,8 @@ __all__ = ["SequentialExecutor"]
 
 class SequentialExecutor:
     """Runs tasks in order; a failure raises `TaskExecutionError` carrying every output the
-    run completed before it."""
+    run completed before it, except an `OutputParsingError`, which is raised as it is
+    (BEHAVIOUR 5.3) and carries them itself."""
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
@@ -30,6 +31,9 @@ class SequentialExecutor:
                     output = await run_task(
                         TaskContext(run=run, planned=planned, context_outputs=context)
                     )
+            except OutputParsingError as error:
+                error.completed_outputs = run.outputs.completed()
+                raise
             except Exception as error:
                 raise TaskExecutionError.of(
                     error,
