@@ -1,4 +1,5 @@
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,3 +61,28 @@ async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
     assert reached_model.is_set()
     assert cancelled.is_set()  # the worker's run was cancelled, not left running
     assert asyncio.get_running_loop().is_running()  # the caller's own loop is untouched
+
+
+def test_sys_exit_in_user_code_reaches_the_caller_and_the_loop_survives() -> None:
+    from agentensemble import GuardrailOutput, GuardrailResult
+
+    def leave(value: GuardrailOutput) -> GuardrailResult:
+        raise SystemExit(3)
+
+    outcome: list[BaseException | str] = []
+
+    def run() -> None:
+        try:
+            Ensemble(tasks=[Task("x", handler=lambda ctx: "x", output_guardrails=[leave])]).run()
+        except BaseException as error:  # the SystemExit, handed over
+            outcome.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(60)  # a deadline, not a pause: it returns as soon as the run ends
+    assert not worker.is_alive(), "run() never returned"
+    assert isinstance(outcome[0], SystemExit)
+    assert outcome[0].code == 3
+    assert Ensemble(tasks=[Task("y", handler=lambda ctx: "still serving")]).run().raw == (
+        "still serving"
+    )

@@ -43,7 +43,15 @@ class _LoopThread:
         import asyncio
 
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        while True:
+            try:
+                self.loop.run_forever()
+            except (KeyboardInterrupt, SystemExit):
+                # Raised by user code (sys.exit() in a sync tool, say): asyncio re-raises it
+                # out of the loop after failing the task, so serve on and let that failure
+                # reach the caller waiting in run_sync instead of leaving it waiting forever.
+                continue
+            return
 
     def stop(self) -> None:
         """Close what is bound to the loop (async generators: model clients), then the loop."""
