@@ -45,7 +45,23 @@ __all__ = [
 
 
 class AgentEnsembleError(Exception):
-    """Base class of every error raised by agentensemble."""
+    """Base class of every error raised by agentensemble.
+
+    Errors pickle and copy with their attributes (to cross a process pool or a task
+    queue), although their constructors take keyword arguments.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(
+    cls: type[AgentEnsembleError], args: tuple[Any, ...], state: dict[str, Any]
+) -> AgentEnsembleError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ValidationError(AgentEnsembleError, ValueError):
