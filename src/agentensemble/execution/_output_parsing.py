@@ -10,6 +10,7 @@ objects survive). `parse_answer` takes the first candidate that validates.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ParseFailure", "json_candidates", "parse_answer"]
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n`]*\n?(.*?)(?:```|\Z)", re.DOTALL)
+_FENCE = re.compile(r"```[^\n`]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _STRUCTURE = re.compile(r'[{}\[\]"\\]')
 _TRAILING_COMMA = re.compile(r',(\s*[}\]])|"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
 _MAX_SPANS = 64
@@ -55,10 +56,8 @@ def parse_answer(raw: str, spec: OutputSpec) -> Any:
     if first_failure is not None:
         raise shaped_failure or first_failure
     for scalar in (text, *_fenced_blocks(text)):  # a bare scalar: 42, true, "quoted"
-        try:
+        with contextlib.suppress(ValueError):
             return spec.adapter.validate_json(scalar)
-        except ValueError:
-            pass
     shown = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
     raise ParseFailure(f"Could not find valid JSON in response: {shown}")
 
@@ -92,7 +91,7 @@ def _fenced_blocks(text: str) -> list[str]:
     """The stripped contents of each markdown code fence (an unclosed one runs to the end)."""
     if "```" not in text:
         return []
-    return [match.group(2).strip() for match in _FENCE.finditer(text)]
+    return [match.group(1).strip() for match in _FENCE.finditer(text)]
 
 
 def _looks_like_json(text: str) -> bool:
@@ -204,10 +203,8 @@ def _validate_text(text: str, spec: OutputSpec) -> Any:
     if blocks and text.startswith("```") and blocks[0]:
         text = blocks[0]
 
-    try:
+    with contextlib.suppress(pydantic.ValidationError):
         return spec.adapter.validate_json(text)
-    except pydantic.ValidationError:
-        pass
     try:
         return spec.adapter.validate_python(text)
     except pydantic.ValidationError as error:
