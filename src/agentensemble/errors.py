@@ -11,6 +11,7 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── MaxIterationsExceededError the model kept calling tools after three STOP messages
     ├── OutputParsingError         the answer did not parse as the output type, retries included
     ├── GuardrailViolationError    a guardrail rejected a task's input or output
+    ├── ConstraintViolationError   a hierarchical run broke its HierarchicalConstraints
     ├── RateLimitTimeoutError      no rate-limit token became available in time
     └── ToolExecutionError         a tool failed in a way the model cannot be told about
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
+    "ConstraintViolationError",
     "GuardrailViolationError",
     "MaxIterationsExceededError",
     "OutputParsingError",
@@ -260,3 +262,24 @@ class GuardrailViolationError(AgentEnsembleError):
         """The reason the guardrail gave (or, when it raised, what it raised)."""
         self.task_description = task_description
         self.agent_role = agent_role
+
+
+class ConstraintViolationError(AgentEnsembleError):
+    """A hierarchical run ended without honouring its `HierarchicalConstraints` (a required
+    worker never completed a delegation). Carries every violation and the completed
+    worker outputs."""
+
+    def __init__(
+        self, violations: Sequence[str], *, completed_outputs: Sequence[TaskOutput[Any]] = ()
+    ) -> None:
+        listed = tuple(violations)
+        if not listed:
+            raise ValueError("violations must not be null or empty")
+        if len(listed) == 1:
+            message = f"Hierarchical constraint violated: {listed[0]}"
+        else:
+            message = f"Hierarchical constraints violated ({len(listed)}): {'; '.join(listed)}"
+        super().__init__(message)
+        self.violations = listed
+        """One message per violated rule."""
+        self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
