@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 from agentensemble.errors import ValidationError
 
-__all__ = ["as_tuple", "is_blank", "require_int", "require_seconds", "require_text"]
+__all__ = [
+    "as_tuple",
+    "describe_validation_error",
+    "is_blank",
+    "require_int",
+    "require_seconds",
+    "require_text",
+]
 
 
 def is_blank(value: object) -> bool:
@@ -46,3 +54,17 @@ def require_seconds(value: object, field: str) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise ValidationError(f"{field} must be a positive number of seconds, got: {value!r}")
     return float(seconds)
+
+
+def describe_validation_error(error: Any, limit: int | None = None) -> str:
+    """A pydantic ``ValidationError`` as ``field: problem; field: problem`` (at most `limit`
+    problems, then how many more)."""
+    items = error.errors(include_url=False)
+    shown = items if limit is None else items[:limit]
+    parts = []
+    for item in shown:
+        where = ".".join(str(part) for part in item["loc"])
+        parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
+    if len(items) > len(shown):
+        parts.append(f"and {len(items) - len(shown)} more")
+    return "; ".join(parts)

@@ -261,13 +261,7 @@ def _roles(value: object, name: str) -> frozenset[str]:
         raise ValidationError(
             f"HierarchicalConstraints.{name} must be a collection of roles, got: {value!r}"
         )
-    roles = frozenset(value)
-    for role in roles:
-        if not isinstance(role, str) or not role.strip():
-            raise ValidationError(
-                f"HierarchicalConstraints.{name} must hold non-blank role names, got: {role!r}"
-            )
-    return roles
+    return frozenset(_role_names(value, name))
 
 
 def _stages(value: object) -> tuple[tuple[str, ...], ...]:
@@ -283,12 +277,15 @@ def _stages(value: object) -> tuple[tuple[str, ...], ...]:
                 f"HierarchicalConstraints.required_stages[{index}] must be a list of roles, "
                 f"got: {stage!r}"
             )
-        roles = tuple(stage)
-        for role in roles:
-            if not isinstance(role, str) or not role.strip():
-                raise ValidationError(
-                    f"HierarchicalConstraints.required_stages[{index}] must hold non-blank "
-                    f"role names, got: {role!r}"
-                )
-        stages.append(roles)
+        stages.append(_role_names(stage, f"required_stages[{index}]"))
     return tuple(stages)
+
+
+def _role_names(roles: Iterable[object], name: str) -> tuple[str, ...]:
+    checked = tuple(roles)
+    for role in checked:
+        if not isinstance(role, str) or not role.strip():
+            raise ValidationError(
+                f"HierarchicalConstraints.{name} must hold non-blank role names, got: {role!r}"
+            )
+    return checked  # type: ignore[return-value]  # every item was checked to be a str

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentensemble._checks import describe_validation_error
+
 if TYPE_CHECKING:
     from agentensemble._output_types import OutputSpec
 
@@ -189,9 +191,7 @@ def _validate(candidate: str, spec: OutputSpec) -> Any:
                     return spec.adapter.validate_json(repaired)
                 except pydantic.ValidationError as repaired_error:
                     error = repaired_error  # what is wrong besides the commas
-        raise ParseFailure(
-            f"JSON could not be deserialized as {spec.name}: {_describe(error)}"
-        ) from None
+        raise _undeserializable(spec, error) from None
 
 
 def _validate_text(text: str, spec: OutputSpec) -> Any:
@@ -208,9 +208,7 @@ def _validate_text(text: str, spec: OutputSpec) -> Any:
     try:
         return spec.adapter.validate_python(text)
     except pydantic.ValidationError as error:
-        raise ParseFailure(
-            f"JSON could not be deserialized as {spec.name}: {_describe(error)}"
-        ) from None
+        raise _undeserializable(spec, error) from None
 
 
 def _is_syntax_error(error: Any) -> bool:
@@ -224,13 +222,9 @@ def _without_trailing_commas(candidate: str) -> str:
     )
 
 
-def _describe(error: Any, limit: int = 5) -> str:
-    """pydantic's errors as ``field: problem; field: problem`` (the first few)."""
-    items = error.errors(include_url=False)
-    parts = []
-    for item in items[:limit]:
-        where = ".".join(str(part) for part in item["loc"])
-        parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
-    if len(items) > limit:
-        parts.append(f"and {len(items) - limit} more")
-    return "; ".join(parts)
+def _undeserializable(spec: OutputSpec, error: Any) -> ParseFailure:
+    """The reference's message for JSON that does not validate, with pydantic's reasons."""
+    return ParseFailure(
+        f"JSON could not be deserialized as {spec.name}: "
+        f"{describe_validation_error(error, limit=5)}"
+    )

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble._calling import call_user_code
-from agentensemble._checks import require_seconds
+from agentensemble._checks import describe_validation_error, require_seconds
 from agentensemble.errors import ValidationError, describe_error
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
@@ -109,7 +109,7 @@ class FunctionTool:
             validated = self._arguments_model.model_validate_json(arguments.strip() or "{}")
         except pydantic.ValidationError as error:
             return ToolResult.failure(
-                f"Invalid arguments for tool '{self.name}': {_describe(error)}"
+                f"Invalid arguments for tool '{self.name}': {describe_validation_error(error)}"
             )
         kwargs = {field: getattr(validated, field) for field in type(validated).model_fields}
         leading = (context,) if self._wants_context else ()
@@ -183,14 +183,6 @@ def _schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
         prop.pop("title", None)
     schema.setdefault("properties", {})
     return schema
-
-
-def _describe(error: pydantic.ValidationError) -> str:
-    parts = []
-    for item in error.errors(include_url=False):
-        location = ".".join(str(part) for part in item["loc"])
-        parts.append(f"{location}: {item['msg']}" if location else item["msg"])
-    return "; ".join(parts)
 
 
 @overload
