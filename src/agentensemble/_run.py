@@ -11,6 +11,7 @@ trace is exported.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Coroutine, Mapping
@@ -24,9 +25,11 @@ from agentensemble._inputs import check_inputs
 from agentensemble._logging import get_logger
 from agentensemble._validation import EnsembleShape, PhaseShape, validate_flat, validate_phases
 from agentensemble.agent import Agent
+from agentensemble.delegation import DefaultManagerPromptStrategy
 from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters
+from agentensemble.execution._delegation import Team
 from agentensemble.execution._planning import PlannedTask, SynthesisLog, plan_tasks, resolve_texts
 from agentensemble.execution._run_trace import RunRecord, build_trace, errors_of, export_trace
 from agentensemble.execution._synthesis import TemplateAgentSynthesizer
@@ -38,6 +41,11 @@ from agentensemble.observability._trace import ExecutionTrace
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.workflows._executor import WorkflowExecutor, executor_for
+from agentensemble.workflows._hierarchical import (
+    HierarchicalExecutor,
+    ManagerSettings,
+    plan_manager,
+)
 from agentensemble.workflows._phases import PhaseExecutor, PlannedPhase
 
 if TYPE_CHECKING:
@@ -67,12 +75,14 @@ class RunPlan:
 
     name: str | None
     workflow_label: str
-    """``SEQUENTIAL``, ``PARALLEL`` or ``PHASES``."""
+    """``SEQUENTIAL``, ``PARALLEL``, ``HIERARCHICAL`` or ``PHASES``."""
     tasks: tuple[PlannedTask, ...]
     """Every planned task (of every phase)."""
     executor: WorkflowExecutor
     inputs: Mapping[str, str]
     synthesis: SynthesisLog
+    team: Team | None = None
+    """Who tasks may delegate to (when an agent may delegate, or the run is hierarchical)."""
 
     def agents(self) -> list[Agent]:
         """The distinct agents, in order of first appearance."""
@@ -96,7 +106,7 @@ async def run_ensemble(
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
             plan = await _plan(ensemble, shape, texts, run, run_inputs)
-            return await execute_run(plan, run, exporter)
+            return await execute_run(plan, _with_team(run, plan), exporter)
         try:
             async with asyncio.timeout_at(run.deadline) as planning:
                 plan = await _plan(ensemble, shape, texts, run, run_inputs)
@@ -104,7 +114,12 @@ async def run_ensemble(
             if not planning.expired():
                 raise
             return await _timed_out_while_planning(run, run_inputs, exporter)
-        return await execute_run(plan, run, exporter)
+        return await execute_run(plan, _with_team(run, plan), exporter)
+
+
+def _with_team(run: RunContext, plan: RunPlan) -> RunContext:
+    """The run context with the planned team (known once every agent is)."""
+    return run if plan.team is None else dataclasses.replace(run, team=plan.team)
 
 
 def _check_options(options: object) -> RunOptions:
@@ -126,6 +141,9 @@ def _validate(ensemble: Ensemble) -> _Shape:
         llm=ensemble.model,
         rate_limit=ensemble.rate_limit,
         parallel_error_strategy=ensemble.parallel_error_strategy,
+        manager_llm=ensemble.manager_model,
+        manager_max_iterations=ensemble.manager_max_iterations,
+        hierarchical_settings=_hierarchical_settings(ensemble),
     )
     if ensemble.phases:
         phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
@@ -135,6 +153,15 @@ def _validate(ensemble: Ensemble) -> _Shape:
     if ensemble.workflow is None:
         logger.info("Workflow inferred: %s", workflow.value)
     return _Shape(tasks, workflow)
+
+
+def _hierarchical_settings(ensemble: Ensemble) -> tuple[str, ...]:
+    values = {
+        "manager_llm": ensemble.manager_llm,
+        "manager_prompt_strategy": ensemble.manager_prompt_strategy,
+        "hierarchical_constraints": ensemble.hierarchical_constraints,
+    }
+    return tuple(name for name, value in values.items() if value is not None)
 
 
 def _run_context(
@@ -210,8 +237,14 @@ async def _plan(
             )
         )
         first += len(group)
+    planned = tuple(task for group in planned_groups for task in group)
+    team = _team(ensemble, shape, planned)
     executor: WorkflowExecutor
-    if shape.workflow is not None:
+    if shape.workflow is Workflow.HIERARCHICAL:
+        executor = HierarchicalExecutor(
+            await plan_manager(planned, _manager_settings(ensemble, planned, run))
+        )
+    elif shape.workflow is not None:
         executor = executor_for(shape.workflow, strategy)
     else:
         executor = PhaseExecutor(
@@ -224,10 +257,47 @@ async def _plan(
     return RunPlan(
         name=ensemble.name,
         workflow_label=shape.workflow.value if shape.workflow else "PHASES",
-        tasks=tuple(task for group in planned_groups for task in group),
+        tasks=planned,
         executor=executor,
         inputs=inputs,
         synthesis=synthesis,
+        team=team,
+    )
+
+
+def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -> Team | None:
+    """The run's delegation team, checked against the hierarchical constraints; None when
+    nobody may delegate."""
+    hierarchical = shape.workflow is Workflow.HIERARCHICAL
+    if not hierarchical and not any(task.delegates for task in planned):
+        return None
+    constraints = ensemble.hierarchical_constraints if hierarchical else None
+    team = Team.of(
+        planned,
+        policies=ensemble.delegation_policies,
+        max_depth=ensemble.max_delegation_depth,
+        constraints=constraints,
+    )
+    if constraints is not None:
+        constraints.check_roles(team.roles)
+    return team
+
+
+def _manager_settings(
+    ensemble: Ensemble, planned: tuple[PlannedTask, ...], run: RunContext
+) -> ManagerSettings:
+    """Manager model: `manager_llm`, else the ensemble's (with the run's bucket), else the
+    first worker's (BEHAVIOUR 3.5)."""
+    llm, limiter = ensemble.manager_model, None
+    if llm is None and ensemble.model is not None:
+        llm, limiter = ensemble.model, run.limiters.ensemble
+    if llm is None:
+        llm = next(task.agent.llm for task in planned if task.agent is not None)
+    return ManagerSettings(
+        llm=llm,
+        limiter=limiter,
+        max_iterations=ensemble.manager_max_iterations,
+        strategy=ensemble.manager_prompt_strategy or DefaultManagerPromptStrategy(),
     )
 
 
@@ -289,7 +359,12 @@ async def execute_run(
         outputs = run.outputs.completed()
         errors = errors_of(failure) if failure is not None else ()
         trace = build_trace(
-            record, outputs, duration=duration, exit_reason=reason.value, errors=errors
+            record,
+            outputs,
+            duration=duration,
+            exit_reason=reason.value,
+            errors=errors,
+            delegated=run.outputs.delegated(),
         )
         interrupted = None
         if run.events.wants("on_ensemble_completed"):

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agentensemble.delegation._constraints import canonical_role
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.models import ChatModel, RateLimit
@@ -20,11 +21,6 @@ __all__ = [
     "validate_phases",
 ]
 
-_HIERARCHICAL_UNAVAILABLE = (
-    "Workflow.HIERARCHICAL is not available in this version (it needs the manager agent, "
-    "which is not built yet). Use Workflow.SEQUENTIAL or Workflow.PARALLEL."
-)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnsembleShape:
@@ -33,6 +29,10 @@ class EnsembleShape:
     llm: ChatModel | None
     rate_limit: RateLimit | None
     parallel_error_strategy: ParallelErrorStrategy | None
+    manager_llm: ChatModel | None = None
+    manager_max_iterations: int = 20
+    hierarchical_settings: tuple[str, ...] = ()
+    """The names of the HIERARCHICAL-only settings the ensemble sets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,8 @@ def validate_flat(
         _check_has_model(task, shape, where="")
     effective = workflow or infer_workflow(checked)
     _check_workflow_settings(effective, shape)
+    if effective is Workflow.HIERARCHICAL:
+        _check_hierarchical(checked, shape)
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
@@ -74,6 +76,11 @@ def validate_phases(
 ) -> tuple[PhaseShape, ...]:
     """Check phases and their tasks; return each phase with the workflow it runs with."""
     checked = _check_phase_elements(phases)
+    if shape.hierarchical_settings:
+        raise ValidationError(
+            f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
+            "which phases do not use"
+        )
     _check_phase_graph(checked)
     _check_rate_limit(shape)
     owner = _task_owners(checked)
@@ -122,8 +129,63 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
         raise ValidationError(
             "Ensemble parallel_error_strategy must not be null for PARALLEL workflow"
         )
-    if workflow is Workflow.HIERARCHICAL:
-        raise ValidationError(_HIERARCHICAL_UNAVAILABLE)
+    if workflow is not Workflow.HIERARCHICAL and shape.hierarchical_settings:
+        raise ValidationError(
+            f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
+            f"but the workflow is {workflow.value}"
+        )
+
+
+def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
+    """The HIERARCHICAL rules of BEHAVIOUR 2 (4b.5, 4b.7, 4b.9, 3.5) and the task settings a
+    manager's free-form delegations cannot honour."""
+    if shape.manager_max_iterations <= 0:
+        raise ValidationError(
+            "Ensemble manager_max_iterations must be > 0 for HIERARCHICAL workflow, got: "
+            f"{shape.manager_max_iterations}"
+        )
+    _check_worker_roles(tasks)
+    for task in tasks:
+        if task.handler is not None:
+            raise ValidationError(
+                "Deterministic handler tasks are not supported in HIERARCHICAL workflow. Task "
+                f"'{task.description}' has a handler configured. Use SEQUENTIAL or PARALLEL "
+                "workflow when mixing AI-backed and deterministic tasks."
+            )
+        for name in ("output_type", "input_guardrails", "output_guardrails"):
+            if getattr(task, name):
+                raise ValidationError(
+                    f"Task '{task.description}' sets {name}, which HIERARCHICAL workflow does "
+                    "not apply: the manager hands free-form subtasks to the workers. Use "
+                    f"SEQUENTIAL or PARALLEL workflow for tasks with {name}."
+                )
+    first = tasks[0]
+    first_llm = first.agent.llm if first.agent else first.llm
+    if shape.manager_llm is None and shape.llm is None and first_llm is None:
+        raise ValidationError(
+            "No Manager LLM available for hierarchical workflow. Set ensemble-level llm or "
+            "manager_llm."
+        )
+
+
+def _check_worker_roles(tasks: Sequence[Task[Any]]) -> None:
+    seen: dict[str, object] = {}
+    for task in tasks:
+        agent = task.agent
+        if agent is None:
+            continue
+        canonical = canonical_role(agent.role)
+        if canonical == "manager":
+            raise ValidationError(
+                "Agent role 'Manager' is reserved for the virtual manager in HIERARCHICAL "
+                f"workflow. Choose a different role for agent '{agent.role}'."
+            )
+        if seen.get(canonical, agent) is not agent:
+            raise ValidationError(
+                f"Duplicate agent role '{agent.role}' detected in HIERARCHICAL workflow. All "
+                "agent roles must be unique (case-insensitive) to avoid ambiguous delegation."
+            )
+        seen[canonical] = agent
 
 
 def check_context_cycles(tasks: Sequence[Task[Any]]) -> None:

@@ -83,6 +83,11 @@ class Agent:
         if max_iterations <= 0:
             raise ValidationError(f"Agent max_iterations must be > 0, got: {max_iterations}")
         checked_tools, tool_set = check_tools(tools, owner="Tool")
+        if allow_delegation and "delegate" in tool_set.by_name:
+            raise ValidationError(
+                f"Agent '{role}' has allow_delegation=True and a tool named 'delegate', the name "
+                "of the delegation tool: rename that tool"
+            )
         if background is not None and backstory is not None:
             raise ValidationError("Agent accepts background or its alias backstory, not both")
         for field_name, value in (

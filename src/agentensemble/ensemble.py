@@ -10,6 +10,11 @@ from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
 from agentensemble._inputs import check_inputs
 from agentensemble._sync import run_sync
+from agentensemble.delegation import (
+    DelegationPolicy,
+    HierarchicalConstraints,
+    ManagerPromptStrategy,
+)
 from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
@@ -63,6 +68,19 @@ class Ensemble:
     ensemble, else SEQUENTIAL (phases: SEQUENTIAL)."""
     parallel_error_strategy: ParallelErrorStrategy | None = ParallelErrorStrategy.FAIL_FAST
     """What a PARALLEL run does when a task fails."""
+    manager_llm: Any = None
+    """Model of the HIERARCHICAL manager (else the ensemble `llm`, else the first worker's)."""
+    manager_max_iterations: int = 20
+    """How many tool calls (delegations) the HIERARCHICAL manager may make."""
+    manager_prompt_strategy: ManagerPromptStrategy | None = None
+    """Writes the HIERARCHICAL manager's prompts (`DefaultManagerPromptStrategy` when None)."""
+    hierarchical_constraints: HierarchicalConstraints | None = None
+    """Rules for the HIERARCHICAL manager's delegations (required, allowed, caps, stages)."""
+    max_delegation_depth: int = 3
+    """How deep delegations may nest: with 1, A may delegate to B but B not to C."""
+    delegation_policies: Sequence[DelegationPolicy] = ()
+    """Checks run before every delegation, in order, after the built-in guards: each returns
+    `DelegationPolicyResult.allow()`, ``.reject(reason)`` or ``.modify(request)``."""
     max_concurrency: int | None = None
     """Most tasks of a run in flight at once, across phases (None: no limit)."""
     max_sync_threads: int = 32
@@ -111,6 +129,7 @@ class Ensemble:
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
+    _manager_model: ChatModel | None = field(init=False, default=None, repr=False)
     event_listeners: tuple[object, ...] = field(init=False, default=(), repr=False)
     """What every run of this ensemble notifies: `listeners`, then one for the keyword
     callbacks (derived; per-run listeners come from `RunOptions`)."""
@@ -122,6 +141,11 @@ class Ensemble:
         set_(self, "tasks", as_tuple(self.tasks, "Ensemble tasks"))
         set_(self, "phases", as_tuple(self.phases, "Ensemble phases"))
         set_(self, "listeners", as_tuple(self.listeners, "Ensemble listeners"))
+        set_(
+            self,
+            "delegation_policies",
+            as_tuple(self.delegation_policies, "Ensemble delegation_policies"),
+        )
         set_(self, "inputs", check_inputs(self.inputs, "Ensemble inputs"))
         set_(self, "workflow", _check_workflow(self.workflow))
         check_length(self.max_tool_output_length, "Ensemble max_tool_output_length")
@@ -129,6 +153,12 @@ class Ensemble:
         _check_settings(self)
         if self.llm is not None:
             set_(self, "_model", resolve_model(self.llm, field="Ensemble llm"))
+        if self.manager_llm is not None:
+            set_(
+                self,
+                "_manager_model",
+                resolve_model(self.manager_llm, field="Ensemble manager_llm"),
+            )
         callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
         set_(self, "event_listeners", (*self.listeners, *([callbacks] if callbacks else [])))
 
@@ -136,6 +166,11 @@ class Ensemble:
     def model(self) -> ChatModel | None:
         """`llm` resolved to a `ChatModel` (None when the ensemble has no model)."""
         return self._model
+
+    @property
+    def manager_model(self) -> ChatModel | None:
+        """`manager_llm` resolved to a `ChatModel` (None when not set)."""
+        return self._manager_model
 
     def run(
         self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
@@ -186,6 +221,7 @@ def _check_settings(ensemble: Ensemble) -> None:
     _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")
     _check_type(ensemble.cost_configuration, CostConfiguration, "cost_configuration")
     _check_context_format(ensemble.context_format)
+    _check_delegation_settings(ensemble)
     synthesizer = ensemble.agent_synthesizer
     if synthesizer is not None and not isinstance(synthesizer, AgentSynthesizer):
         raise ValidationError(
@@ -202,6 +238,30 @@ def _check_settings(ensemble: Ensemble) -> None:
         raise ValidationError(
             f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
         )
+
+
+def _check_delegation_settings(ensemble: Ensemble) -> None:
+    require_int(ensemble.manager_max_iterations, "Ensemble manager_max_iterations")
+    require_int(ensemble.max_delegation_depth, "Ensemble max_delegation_depth")
+    if ensemble.max_delegation_depth <= 0:
+        raise ValidationError(
+            f"Ensemble max_delegation_depth must be > 0, got: {ensemble.max_delegation_depth}"
+        )
+    _check_type(
+        ensemble.hierarchical_constraints, HierarchicalConstraints, "hierarchical_constraints"
+    )
+    strategy = ensemble.manager_prompt_strategy
+    if strategy is not None and not isinstance(strategy, ManagerPromptStrategy):
+        raise ValidationError(
+            "Ensemble manager_prompt_strategy must have build_system_prompt(context) and "
+            f"build_user_prompt(context) methods, got: {strategy!r}"
+        )
+    for index, policy in enumerate(ensemble.delegation_policies):
+        if not callable(policy):
+            raise ValidationError(
+                f"Ensemble delegation_policies[{index}] must be callable (request, context) -> "
+                f"DelegationPolicyResult, got: {policy!r}"
+            )
 
 
 def _check_type(value: object, expected: type, field_name: str) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "PromptTemplateError",
     "RateLimitTimeoutError",
     "TaskExecutionError",
+    "ToolConfigurationError",
     "ToolExecutionError",
     "ValidationError",
 ]
@@ -206,6 +207,12 @@ class ToolExecutionError(AgentEnsembleError):
         super().__init__(message)
         self.tool_name = tool_name
         self.tool_input = tool_input
+
+
+class ToolConfigurationError(AgentEnsembleError):
+    """A tool is set up in a way the model cannot fix (a delegation policy that returns no
+    verdict, a tool that may not delegate). Unlike other tool errors it is not shown to the
+    model: it fails the task (as `AgentExecutionError`, then `TaskExecutionError`)."""
 
 
 class OutputParsingError(AgentEnsembleError):

@@ -303,10 +303,6 @@ def test_parallel_validation() -> None:
         match=r"Ensemble parallel_error_strategy must not be null for PARALLEL workflow",
     ):
         ensemble.run()
-    with pytest.raises(ValidationError, match=r"Workflow\.HIERARCHICAL is not available"):
-        Ensemble(
-            tasks=[Task("x")], llm=FunctionModel(lambda m, t: "ok"), workflow=Workflow.HIERARCHICAL
-        ).run()
 
 
 async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() -> None:

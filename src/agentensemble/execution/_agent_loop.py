@@ -29,6 +29,7 @@ from agentensemble.models import (
     SystemMessage,
     UserMessage,
 )
+from agentensemble.tools._context import Delegator
 from agentensemble.tools._resolve import NO_TOOLS, ToolSet
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class AgentLoop:
     answer: str | None = None
     streaming: StreamingChatModel | None = None
     """The model, when it streams and someone listens to tokens."""
+    delegator: Delegator | None = None
+    """What `ToolContext.delegate` calls, when the agent may delegate."""
 
     @property
     def role(self) -> str:
@@ -121,13 +124,16 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
     if planned.agent is None:  # planning gives every agent-path task an agent
         raise AssertionError("agent loop without an agent")
     model = planned.agent.llm
+    tools = planned.tools if with_tools and planned.tools is not None else NO_TOOLS
+    team, mode = task.run.team, planned.delegates
     return AgentLoop(
         task=task,
         recorder=state.recorder,
         model=model,
-        tools=planned.agent.tool_set if with_tools else NO_TOOLS,
+        tools=tools,
+        delegator=team.delegator(state, mode) if team and mode and tools else None,
         settings=planned.settings,
-        limiter=task.run.limiters.for_task(planned.source),
+        limiter=planned.limiter,
         max_iterations=planned.agent.max_iterations,
         messages=messages,
         streaming=model

@@ -23,10 +23,12 @@ from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.outputs import TaskOutput
 from agentensemble.tools import ToolContext
+from agentensemble.tools._context import Delegator
 
 if TYPE_CHECKING:
     import asyncio
 
+    from agentensemble.execution._delegation import Team
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.task import Task
 
@@ -42,16 +44,26 @@ class RunOutputs:
     """The outputs a run has completed so far, keyed by the caller's `Task`, in completion
     order. Workflows read context from it; nothing completed is lost when a run fails."""
 
-    __slots__ = ("_by_task", "by_phase")
+    __slots__ = ("_by_task", "_delegated", "by_phase")
 
     def __init__(self) -> None:
         self._by_task: dict[Task[Any], TaskOutput[Any]] = {}
+        self._delegated: list[TaskOutput[Any]] = []
         self.by_phase: dict[str, tuple[TaskOutput[Any], ...]] = {}
         """Outputs of each phase that completed (phased runs)."""
 
     def record(self, task: Task[Any], output: TaskOutput[Any]) -> None:
         """Store a completed task's output."""
         self._by_task[task] = output
+
+    def record_delegated(self, output: TaskOutput[Any]) -> None:
+        """Store the output of a peer's worker: part of its caller's task, not an output of
+        the run, but its model calls count in the run's totals."""
+        self._delegated.append(output)
+
+    def delegated(self) -> tuple[TaskOutput[Any], ...]:
+        """Outputs of peers' workers, in completion order."""
+        return tuple(self._delegated)
 
     def get(self, task: Task[Any]) -> TaskOutput[Any] | None:
         """The output of `task`, if it completed."""
@@ -116,6 +128,9 @@ class RunContext:
     """Most tasks of the run in flight at once, across phases (None: no limit)."""
     deadline: float | None = None
     """When the run must end, in event-loop time (`loop.time()`); None: no deadline."""
+    team: Team | None = None
+    """Who tasks may delegate to, and under which rules (runs where an agent may delegate,
+    and hierarchical runs)."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -144,20 +159,18 @@ class TaskContext:
     """The delegating task's id, for a delegated task."""
     depth: int = 0
     """0 for a task of the ensemble, +1 per delegation."""
-    _tool_context: ToolContext | None = field(init=False, default=None, repr=False)
 
-    @property
-    def tool_context(self) -> ToolContext:
-        """What `@tool` functions that ask for a `ToolContext` receive (made on first use)."""
-        if self._tool_context is None:
-            context = ToolContext(
-                run_id=self.run.run_id,
-                task_id=self.task_id,
-                parent_task_id=self.parent_task_id,
-                agent_role=self.planned.role,
-                task_description=self.planned.description,
-                depth=self.depth,
-            )
-            object.__setattr__(self, "_tool_context", context)
-            return context
-        return self._tool_context
+    def tool_context(
+        self, tool_call_id: str | None = None, delegator: Delegator | None = None
+    ) -> ToolContext:
+        """What `@tool` functions that ask for a `ToolContext` receive for one call."""
+        return ToolContext(
+            run_id=self.run.run_id,
+            task_id=self.task_id,
+            parent_task_id=self.parent_task_id,
+            agent_role=self.planned.role,
+            task_description=self.planned.description,
+            depth=self.depth,
+            tool_call_id=tool_call_id,
+            delegator=delegator,
+        )

@@ -13,9 +13,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from agentensemble.agent import Agent
+from agentensemble.delegation._tools import DELEGATE
 from agentensemble.errors import PromptTemplateError, ValidationError
 from agentensemble.execution._agent_loop import run_agent_loop
 from agentensemble.execution._context import RunContext
@@ -43,8 +44,21 @@ from agentensemble.models._settings import merge_settings
 from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
 from agentensemble.observability._trace import LlmInteraction
 from agentensemble.task import Task
+from agentensemble.tools._resolve import ToolSet
 
-__all__ = ["PlannedTask", "SynthesisLog", "plan_tasks", "resolve_texts", "task_steps"]
+__all__ = [
+    "DelegationMode",
+    "PlannedTask",
+    "SynthesisLog",
+    "peer_tools",
+    "plan_tasks",
+    "plan_worker",
+    "resolve_texts",
+    "task_steps",
+]
+
+DelegationMode = Literal["manager", "peer"]
+"""How a task delegates: as the hierarchical manager (``delegate_task``) or as a peer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -67,6 +81,13 @@ class PlannedTask:
     """Model request options: the agent's, overridden field by field by the task's."""
     steps: tuple[TaskStep, ...] = ()
     """What the task runs, in order."""
+    tools: ToolSet | None = None
+    """The tools offered to the model (the agent's, after the delegation tool when it may
+    delegate); None for a handler task."""
+    limiter: RateLimiter | None = None
+    """The run's rate-limit bucket for the task's model calls, if the run owns one."""
+    delegates: DelegationMode | None = None
+    """Whether (and how) the task's agent may delegate."""
 
     @property
     def role(self) -> str:
@@ -89,6 +110,39 @@ def task_steps(task: Task[Any], agent: Agent | None) -> tuple[TaskStep, ...]:
         ]
     steps += [check_output if task.output_guardrails else None, finish_output]
     return tuple(step for step in steps if step is not None)
+
+
+def peer_tools(agent: Agent) -> ToolSet:
+    """The agent's tools, after the ``delegate`` tool when it may delegate."""
+    own = agent.tool_set
+    if not agent.allow_delegation:
+        return own
+    return ToolSet((DELEGATE.spec, *own.specs), {DELEGATE.spec.name: DELEGATE, **own.by_name})
+
+
+def plan_worker(
+    agent: Agent,
+    description: str,
+    expected_output: str,
+    caller: PlannedTask,
+    *,
+    limiter: RateLimiter | None,
+) -> PlannedTask:
+    """A delegated task: `agent` working on `description`, numbered as its caller."""
+    task = Task(description, expected_output, agent=agent)
+    return PlannedTask(
+        source=task,
+        index=caller.index,
+        total=caller.total,
+        description=description,
+        expected_output=expected_output,
+        agent=agent,
+        settings=agent.model_settings,
+        steps=task_steps(task, agent),
+        tools=peer_tools(agent),
+        limiter=limiter,
+        delegates="peer" if agent.allow_delegation else None,
+    )
 
 
 def resolve_texts(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -187,6 +241,9 @@ async def plan_tasks(
                 if agent
                 else None,
                 steps=task_steps(task, agent),
+                tools=peer_tools(agent) if agent else None,
+                limiter=run.limiters.for_task(task),
+                delegates="peer" if agent and agent.allow_delegation else None,
             )
         )
     return tuple(planned)

@@ -18,6 +18,9 @@ from agentensemble.execution._recording import capture_messages, parse_input
 from agentensemble.models import AssistantMessage, ChatResponse, Message, ToolCall, model_name_of
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
     TaskCompleteEvent,
@@ -28,11 +31,18 @@ from agentensemble.observability._events import (
     ToolCallEvent,
 )
 from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
-from agentensemble.observability._trace import LlmInteraction, PromptTrace, TaskTrace, ToolCallTrace
+from agentensemble.observability._trace import (
+    DelegationTrace,
+    LlmInteraction,
+    PromptTrace,
+    TaskTrace,
+    ToolCallTrace,
+)
 from agentensemble.outputs import TaskOutput
 from agentensemble.tools import ToolResult
 
 if TYPE_CHECKING:
+    from agentensemble.delegation import DelegationRequest, DelegationResponse
     from agentensemble.execution._context import TaskContext
 
 __all__ = ["TaskRecorder", "Turn", "truncate_for_log"]
@@ -64,6 +74,7 @@ class TaskRecorder:
 
     __slots__ = (
         "_started",
+        "delegations",
         "events",
         "input_tokens",
         "interactions",
@@ -97,6 +108,7 @@ class TaskRecorder:
         self.tool_calls = 0
         self.tool_seconds = 0.0
         self.interactions: list[LlmInteraction] = []
+        self.delegations: list[DelegationTrace] = []
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -325,6 +337,107 @@ class TaskRecorder:
             )
         )
 
+    # ---- delegation ----------------------------------------------------------------------------
+
+    async def delegation_started(
+        self,
+        delegation_id: str,
+        request: DelegationRequest,
+        worker_role: str,
+        depth: int,
+        tool_call_id: str | None,
+    ) -> None:
+        logger.info(
+            "[%s] Delegating to '%s' (depth %d): %s",
+            self.role,
+            worker_role,
+            depth,
+            request.task_description[:80],
+        )
+        if self.events.wants("on_delegation_started"):
+            await self.events.emit(
+                DelegationStartedEvent(
+                    delegation_id=delegation_id,
+                    delegating_agent_role=self.role,
+                    worker_role=worker_role,
+                    task_description=request.task_description,
+                    delegation_depth=depth,
+                    request=request,
+                    ensemble_id=self.task.run.run_id,
+                    task_id=self.task.task_id,
+                    tool_call_id=tool_call_id,
+                )
+            )
+
+    async def delegation_completed(
+        self,
+        delegation_id: str,
+        request: DelegationRequest,
+        response: DelegationResponse,
+        output: TaskOutput[Any],
+    ) -> None:
+        self.delegations.append(
+            DelegationTrace(
+                delegation_id=delegation_id,
+                worker_role=response.worker_role,
+                task_description=request.task_description,
+                status="SUCCESS",
+                raw_output=response.raw_output,
+                duration=response.duration,
+                worker_trace=output.trace,
+            )
+        )
+        if self.events.wants("on_delegation_completed"):
+            await self.events.emit(
+                DelegationCompletedEvent(
+                    delegation_id=delegation_id,
+                    delegating_agent_role=self.role,
+                    worker_role=response.worker_role,
+                    response=response,
+                    duration=response.duration,
+                    ensemble_id=self.task.run.run_id,
+                    task_id=self.task.task_id,
+                )
+            )
+
+    async def delegation_failed(
+        self,
+        delegation_id: str,
+        request: DelegationRequest,
+        response: DelegationResponse,
+        cause: BaseException | None,
+    ) -> None:
+        """A refused attempt (`cause` None) or a worker that failed."""
+        reason = response.errors[0] if response.errors else ""
+        logger.warning(
+            "[%s] Delegation to '%s' failed: %s", self.role, response.worker_role, reason
+        )
+        self.delegations.append(
+            DelegationTrace(
+                delegation_id=delegation_id,
+                worker_role=response.worker_role,
+                task_description=request.task_description,
+                status="FAILURE",
+                raw_output=None,
+                duration=response.duration,
+                error=reason,
+            )
+        )
+        if self.events.wants("on_delegation_failed"):
+            await self.events.emit(
+                DelegationFailedEvent(
+                    delegation_id=delegation_id,
+                    delegating_agent_role=self.role,
+                    worker_role=response.worker_role,
+                    failure_reason=reason,
+                    cause=cause,
+                    response=response,
+                    duration=response.duration,
+                    ensemble_id=self.task.run.run_id,
+                    task_id=self.task.task_id,
+                )
+            )
+
     # ---- the result ------------------------------------------------------------------------
 
     def final_text(self, text: str | None) -> str:
@@ -356,6 +469,7 @@ class TaskRecorder:
             duration=duration,
             prompts=self.prompts,
             llm_interactions=tuple(self.interactions),
+            delegations=tuple(self.delegations),
             final_output=raw,
             parsed_output=parsed,
             metrics=metrics,

@@ -55,9 +55,12 @@ def build_trace(
     duration: timedelta,
     exit_reason: str,
     errors: Sequence[ErrorTrace] = (),
+    delegated: Sequence[TaskOutput[Any]] = (),
 ) -> ExecutionTrace:
-    """The run's trace from its completed outputs (and errors, for a failed run)."""
-    task_metrics = [output.metrics for output in outputs]
+    """The run's trace from its completed outputs (and errors, for a failed run). The
+    metrics count `delegated` outputs too (peers' workers, whose traces sit inside their
+    callers' traces)."""
+    task_metrics = [output.metrics for output in (*outputs, *delegated)]
     if record.synthesis_metrics is not None:
         task_metrics.append(record.synthesis_metrics)
     metrics = ExecutionMetrics.of(task_metrics)

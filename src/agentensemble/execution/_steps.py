@@ -62,7 +62,7 @@ async def build_prompts(state: TaskState) -> None:
         ),
     )
     state.prompts = prompts
-    tool_names = tuple(spec.name for spec in planned.agent.tool_set.specs)
+    tool_names = tuple(spec.name for spec in planned.tools.specs) if planned.tools else ()
     await state.recorder.prompts_ready(prompts, time.perf_counter() - started, tool_names)
 
 

@@ -128,7 +128,7 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
     if tool is None:
         result = ToolResult.failure(f"Unknown tool '{call.name}'")
     else:
-        result = await tool.invoke(call.arguments, loop.task.tool_context)
+        result = await tool.invoke(call.arguments, loop.task.tool_context(call.id, loop.delegator))
     seconds = time.perf_counter() - started
     trace = await loop.recorder.tool_call_completed(call, result, started_at, seconds)
     return _Executed(result, trace)

@@ -259,6 +259,8 @@ class DelegationStartedEvent:
     """The run this event belongs to."""
     task_id: str = ""
     """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
+    tool_call_id: str | None = None
+    """The tool call that asked for the delegation (None when made outside a tool call)."""
     timestamp: datetime = field(default_factory=_now)
     """When the event happened (UTC)."""
     type: Literal["delegation_started"] = field(default="delegation_started", init=False)

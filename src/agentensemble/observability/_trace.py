@@ -109,8 +109,12 @@ class DelegationTrace:
     task_description: str
     status: Literal["SUCCESS", "FAILURE", "PARTIAL"]
     raw_output: str | None
+    """The worker's answer (None when the attempt failed)."""
     duration: timedelta
     worker_trace: TaskTrace | None = None
+    """What the worker did (None when it did not run or failed)."""
+    error: str | None = None
+    """Why the attempt failed: the text the delegating model was shown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

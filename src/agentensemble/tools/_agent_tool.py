@@ -8,7 +8,7 @@ from collections.abc import Awaitable
 from typing import Protocol, runtime_checkable
 
 from agentensemble._calling import call_user_code
-from agentensemble.errors import describe_error
+from agentensemble.errors import ToolConfigurationError, describe_error
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
 from agentensemble.tools._result import ToolResult, coerce_result
@@ -65,6 +65,8 @@ class AgentToolAdapter:
         text = extract_input(arguments)
         try:
             value = await call_user_code(self.agent_tool.execute, text, is_async=self._is_async)
+        except ToolConfigurationError:
+            raise
         except Exception as error:
             return ToolResult.failure(describe_error(error))
         return coerce_result(value)

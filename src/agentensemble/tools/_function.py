@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from agentensemble._calling import call_user_code
 from agentensemble._checks import describe_validation_error, require_seconds
-from agentensemble.errors import ValidationError, describe_error
+from agentensemble.errors import ToolConfigurationError, ValidationError, describe_error
 from agentensemble.models import ToolSpec
 from agentensemble.tools._context import ToolContext
 from agentensemble.tools._result import ToolResult, coerce_result
@@ -115,6 +115,8 @@ class FunctionTool:
         leading = (context,) if self._wants_context else ()
         try:
             value = await self._call(leading, kwargs)
+        except ToolConfigurationError:
+            raise
         except Exception as error:
             return ToolResult.failure(describe_error(error))
         return coerce_result(value)
@@ -158,6 +160,8 @@ def _arguments_model(fn: Callable[..., Any], name: str, *, skip: int) -> type[py
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         annotation = hints.get(parameter.name, Any)
+        if annotation is ToolContext:  # a method's context, before `__set_name__` says so
+            continue
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
     config = pydantic.ConfigDict(extra="ignore", arbitrary_types_allowed=True)

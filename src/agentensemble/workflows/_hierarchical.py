@@ -1,0 +1,133 @@
+"""HIERARCHICAL: a virtual manager agent delegates the ensemble's tasks to the workers (the
+agents of the tasks) with ``delegate_task``, then writes the final answer (BEHAVIOUR 3.5,
+9.3, 9.4).
+
+The manager is planned once per run from the planned tasks: its prompts come from the
+`ManagerPromptStrategy`. The run's outputs are the workers' outputs in completion order,
+then the manager's; `raw` is the manager's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentensemble._calling import call_user_code
+from agentensemble.agent import Agent
+from agentensemble.delegation import ManagerPromptContext, ManagerPromptStrategy
+from agentensemble.delegation._manager import DEFAULT_MANAGER_USER_PROMPT
+from agentensemble.delegation._tools import DELEGATE_TASK
+from agentensemble.errors import (
+    ConstraintViolationError,
+    TaskExecutionError,
+    ValidationError,
+    describe_error,
+)
+from agentensemble.execution._context import RunContext, TaskContext
+from agentensemble.execution._planning import PlannedTask, task_steps
+from agentensemble.execution._task_runner import run_task
+from agentensemble.models import ChatModel, RateLimiter
+from agentensemble.outputs import TaskOutput
+from agentensemble.task import Task
+from agentensemble.tools._resolve import ToolSet
+
+__all__ = ["MANAGER_ROLE", "HierarchicalExecutor", "ManagerSettings", "plan_manager"]
+
+MANAGER_ROLE = "Manager"
+_GOAL = "Coordinate worker agents to complete all tasks and synthesize a comprehensive final result"
+_EXPECTED_OUTPUT = "A comprehensive final response synthesizing the outputs of all delegated tasks"
+_TOOLS = ToolSet((DELEGATE_TASK.spec,), {DELEGATE_TASK.spec.name: DELEGATE_TASK})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagerSettings:
+    """How the ensemble configures its manager."""
+
+    llm: ChatModel
+    limiter: RateLimiter | None
+    """The run's bucket, when the manager uses the ensemble's model."""
+    max_iterations: int
+    strategy: ManagerPromptStrategy
+
+
+async def plan_manager(plan: Sequence[PlannedTask], settings: ManagerSettings) -> PlannedTask:
+    """The manager's one task: its prompts written by the strategy from the workers and the
+    tasks (templates resolved)."""
+    context = ManagerPromptContext(
+        agents=_agents(plan),
+        tasks=tuple(
+            planned.source.copy(
+                description=planned.description, expected_output=planned.expected_output
+            )
+            for planned in plan
+        ),
+    )
+    strategy = settings.strategy
+    system = await call_user_code(strategy.build_system_prompt, context)
+    user = await call_user_code(strategy.build_user_prompt, context)
+    for name, text in (("build_system_prompt", system), ("build_user_prompt", user)):
+        if not isinstance(text, str):
+            raise ValidationError(
+                f"Ensemble manager_prompt_strategy.{name} must return a string, got: {text!r}"
+            )
+    if not user.strip():
+        user = DEFAULT_MANAGER_USER_PROMPT
+    agent = Agent(
+        MANAGER_ROLE,
+        _GOAL,
+        background=system,
+        llm=settings.llm,
+        max_iterations=settings.max_iterations,
+    )
+    task = Task(user, _EXPECTED_OUTPUT, agent=agent)
+    return PlannedTask(
+        source=task,
+        index=1,
+        total=1,
+        description=user,
+        expected_output=_EXPECTED_OUTPUT,
+        agent=agent,
+        steps=task_steps(task, agent),
+        tools=_TOOLS,
+        limiter=settings.limiter,
+        delegates="manager",
+    )
+
+
+def _agents(plan: Sequence[PlannedTask]) -> tuple[Agent, ...]:
+    seen: dict[int, Agent] = {}
+    for planned in plan:
+        if planned.agent is not None:
+            seen.setdefault(id(planned.agent), planned.agent)
+    return tuple(seen.values())
+
+
+class HierarchicalExecutor:
+    """Runs the manager; its delegations run the workers. A failing manager raises
+    `TaskExecutionError` carrying the workers' outputs; a required worker that never
+    completed raises `ConstraintViolationError` once the manager is done."""
+
+    def __init__(self, manager: PlannedTask) -> None:
+        self.manager = manager
+
+    async def execute(
+        self, plan: Sequence[PlannedTask], run: RunContext
+    ) -> tuple[TaskOutput[Any], ...]:
+        """Run the manager; return the workers' outputs, then the manager's."""
+        manager = self.manager
+        try:
+            output = await run_task(TaskContext(run=run, planned=manager))
+        except Exception as error:
+            raise TaskExecutionError(
+                f"The hierarchical manager failed: {describe_error(error)}",
+                task_description=manager.description,
+                agent_role=MANAGER_ROLE,
+                completed_outputs=run.outputs.completed(),
+            ) from error
+        enforcer = run.team.enforcer if run.team is not None else None
+        violations = enforcer.violations() if enforcer is not None else []
+        if violations:
+            workers = [done for done in run.outputs.completed() if done is not output]
+            raise ConstraintViolationError(violations, completed_outputs=workers)
+        return run.outputs.completed()
