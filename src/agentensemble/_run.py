@@ -141,7 +141,6 @@ def _validate(ensemble: Ensemble) -> _Shape:
         llm=ensemble.model,
         rate_limit=ensemble.rate_limit,
         parallel_error_strategy=ensemble.parallel_error_strategy,
-        manager_llm=ensemble.manager_model,
         manager_max_iterations=ensemble.manager_max_iterations,
         hierarchical_settings=_hierarchical_settings(ensemble),
     )

@@ -29,7 +29,6 @@ class EnsembleShape:
     llm: ChatModel | None
     rate_limit: RateLimit | None
     parallel_error_strategy: ParallelErrorStrategy | None
-    manager_llm: ChatModel | None = None
     manager_max_iterations: int = 20
     hierarchical_settings: tuple[str, ...] = ()
     """The names of the HIERARCHICAL-only settings the ensemble sets."""
@@ -137,8 +136,9 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
 
 
 def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
-    """The HIERARCHICAL rules of BEHAVIOUR 2 (4b.5, 4b.7, 4b.9, 3.5) and the task settings a
-    manager's free-form delegations cannot honour."""
+    """The HIERARCHICAL rules of BEHAVIOUR 2 (4b.5, 4b.7, 4b.9) and the task settings a
+    manager's free-form delegations cannot honour. A manager model always exists once these
+    pass: every task has an agent or a model (BEHAVIOUR 3.5's last resort never fires)."""
     if shape.manager_max_iterations <= 0:
         raise ValidationError(
             "Ensemble manager_max_iterations must be > 0 for HIERARCHICAL workflow, got: "
@@ -159,13 +159,6 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                     "not apply: the manager hands free-form subtasks to the workers. Use "
                     f"SEQUENTIAL or PARALLEL workflow for tasks with {name}."
                 )
-    first = tasks[0]
-    first_llm = first.agent.llm if first.agent else first.llm
-    if shape.manager_llm is None and shape.llm is None and first_llm is None:
-        raise ValidationError(
-            "No Manager LLM available for hierarchical workflow. Set ensemble-level llm or "
-            "manager_llm."
-        )
 
 
 def _check_worker_roles(tasks: Sequence[Task[Any]]) -> None:

@@ -8,6 +8,9 @@ from decimal import Decimal
 from typing import Any, TextIO
 
 from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     LlmIterationCompletedEvent,
@@ -73,7 +76,10 @@ class ConsoleProgress(EnsembleListener):
             self._status.start()
 
     async def on_task_start(self, event: TaskStartEvent) -> None:
-        """Announce a task."""
+        """Announce a task (a delegated worker's indented under its delegation)."""
+        if event.parent_task_id is not None:
+            self._update_status(f"{event.agent_role}: {_short(event.task_description, 50)}")
+            return
         self._line(
             f"● [{event.task_index}/{event.total_tasks}] {event.agent_role}: "
             f"{_short(event.task_description)}",
@@ -96,13 +102,39 @@ class ConsoleProgress(EnsembleListener):
         milliseconds = round(event.duration.total_seconds() * 1000)
         self._line(f"  ↳ {event.tool_name} {mark} {milliseconds} ms", "dim")
 
+    async def on_delegation_started(self, event: DelegationStartedEvent) -> None:
+        """Show a delegation handed out."""
+        self._line(
+            f"  ⇢ {event.delegating_agent_role} → {event.worker_role}: "
+            f"{_short(event.task_description, 60)}",
+            "magenta",
+        )
+
+    async def on_delegation_completed(self, event: DelegationCompletedEvent) -> None:
+        """Show a delegation answered."""
+        seconds = event.duration.total_seconds()
+        self._line(
+            f"  ⇠ {event.worker_role} answered {event.delegating_agent_role} in {seconds:.2f}s",
+            "magenta",
+        )
+
+    async def on_delegation_failed(self, event: DelegationFailedEvent) -> None:
+        """Show a delegation refused or failed."""
+        self._line(
+            f"  ⇢ {event.delegating_agent_role} → {event.worker_role} ✗ "
+            f"{_short(event.failure_reason, 80)}",
+            "yellow",
+        )
+
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         """Show a finished task and the totals so far."""
         totals = self._totals
-        totals.tasks_done += 1
         cost = event.task_output.metrics.cost_estimate
         if cost is not None:
             totals.cost = (totals.cost or Decimal(0)) + cost
+        if event.parent_task_id is not None:  # a delegated worker: shown by its delegation
+            return
+        totals.tasks_done += 1
         seconds = event.duration.total_seconds()
         self._line(
             f"✓ [{event.task_index}/{event.total_tasks}] {event.agent_role} done in "
@@ -111,7 +143,9 @@ class ConsoleProgress(EnsembleListener):
         )
 
     async def on_task_failed(self, event: TaskFailedEvent) -> None:
-        """Show a failed task."""
+        """Show a failed task (a delegated worker's failure is shown by its delegation)."""
+        if event.parent_task_id is not None:
+            return
         self._line(
             f"✗ [{event.task_index}/{event.total_tasks}] {event.agent_role} failed: {event.cause}",
             "red",

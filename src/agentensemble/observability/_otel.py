@@ -4,6 +4,10 @@ Span names and attributes follow the OpenTelemetry GenAI semantic conventions (s
 development upstream): ``invoke_workflow`` for a run, ``invoke_agent {role}`` for a task,
 ``chat {model}`` for a model call and ``execute_tool {tool}`` for a tool call, with
 ``gen_ai.*`` attributes. agentensemble's own details go under ``agentensemble.*``.
+
+A delegated worker's ``invoke_agent`` span sits under the tool call that delegated to it:
+that tool call's span opens when the delegation starts (the tool is still running) and
+closes when the tool call ends.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from agentensemble._extras import require
 from agentensemble.observability._events import (
+    DelegationStartedEvent,
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     LlmIterationCompletedEvent,
@@ -47,6 +52,10 @@ class OpenTelemetryListener(EnsembleListener):
         """Open task spans by (run id, task id)."""
         self._calls: dict[tuple[str, str, int], Any] = {}
         """Open chat spans by (run id, task id, iteration)."""
+        self._tools: dict[tuple[str, str, str], Any] = {}
+        """Tool-call spans opened by a delegation, by (run id, task id, tool call id)."""
+        self._worker_parents: dict[tuple[str, str], Any] = {}
+        """The span a delegated worker's task goes under, by (run id, worker task id)."""
 
     def _start(self, name: str, parent: Any, attributes: dict[str, Any], **options: Any) -> Any:
         context = self._trace.set_span_in_context(parent) if parent is not None else None
@@ -72,10 +81,15 @@ class OpenTelemetryListener(EnsembleListener):
         )
 
     async def on_task_start(self, event: TaskStartEvent) -> None:
-        """Open a task span under the run span."""
-        self._tasks[(event.ensemble_id, event.task_id)] = self._start(
+        """Open a task span under the run span (a delegated worker's under the tool call that
+        delegated to it)."""
+        run = event.ensemble_id
+        parent = self._worker_parents.pop((run, event.task_id), None)
+        if parent is None and event.parent_task_id is not None:
+            parent = self._tasks.get((run, event.parent_task_id))
+        self._tasks[(run, event.task_id)] = self._start(
             f"invoke_agent {event.agent_role}",
-            self._runs.get(event.ensemble_id),
+            parent if parent is not None else self._runs.get(run),
             {
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": event.agent_role,
@@ -113,9 +127,40 @@ class OpenTelemetryListener(EnsembleListener):
         span.set_attribute("gen_ai.response.finish_reasons", (reason,))
         span.end()
 
+    async def on_delegation_started(self, event: DelegationStartedEvent) -> None:
+        """Open the delegating tool call's span (once per call), for the worker to go under."""
+        run = event.ensemble_id
+        parent = self._tasks.get((run, event.task_id))
+        if event.tool_call_id is not None:
+            key = (run, event.task_id, event.tool_call_id)
+            if key not in self._tools:
+                self._tools[key] = self._start(
+                    "execute_tool",
+                    parent,
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.call.id": event.tool_call_id,
+                    },
+                )
+            parent = self._tools[key]
+        if parent is not None:
+            self._worker_parents[(run, event.delegation_id)] = parent
+
     async def on_tool_call(self, event: ToolCallEvent) -> None:
-        """Record a finished tool call as a span under its task span."""
+        """Record a finished tool call as a span under its task span (or close the span a
+        delegation opened for it)."""
         end = _now_ns()
+        opened = self._tools.pop((event.ensemble_id, event.task_id, event.tool_call_id), None)
+        if opened is not None:
+            opened.update_name(f"execute_tool {event.tool_name}")
+            opened.set_attribute("gen_ai.tool.name", event.tool_name)
+            opened.set_attribute("agentensemble.tool.outcome", event.outcome)
+            if event.outcome != "SUCCESS":
+                opened.set_status(
+                    self._trace.Status(self._trace.StatusCode.ERROR, event.tool_result)
+                )
+            opened.end(end_time=end)
+            return
         span = self._start(
             f"execute_tool {event.tool_name}",
             self._tasks.get((event.ensemble_id, event.task_id)),
@@ -159,8 +204,12 @@ class OpenTelemetryListener(EnsembleListener):
         open."""
         for call in [k for k in self._calls if k[0] == event.ensemble_id]:
             self._calls.pop(call).end()
+        for tool_call in [k for k in self._tools if k[0] == event.ensemble_id]:
+            self._tools.pop(tool_call).end()
         for task in [k for k in self._tasks if k[0] == event.ensemble_id]:
             self._tasks.pop(task).end()
+        for worker in [k for k in self._worker_parents if k[0] == event.ensemble_id]:
+            del self._worker_parents[worker]
         span = self._runs.pop(event.ensemble_id, None)
         if span is None:
             return

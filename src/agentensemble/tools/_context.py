@@ -64,4 +64,7 @@ class ToolContext:
                 f"Agent '{self.agent_role}' cannot delegate: give it allow_delegation=True to "
                 "let it hand subtasks to other agents of the ensemble"
             )
-        return await self.delegator(agent_role, task_description, self.tool_call_id)
+        response: DelegationResponse = await self.delegator(
+            agent_role, task_description, self.tool_call_id
+        )
+        return response
