@@ -85,7 +85,10 @@ class RunPlan:
     """Who tasks may delegate to (when an agent may delegate, or the run is hierarchical)."""
 
     def agents(self) -> list[Agent]:
-        """The distinct agents, in order of first appearance."""
+        """The distinct agents, in order of first appearance (the team's, when there is one:
+        the ensemble's extra `agents` too)."""
+        if self.team is not None:
+            return [worker.agent for worker in self.team.workers]
         seen: dict[int, Agent] = {}
         for planned in self.tasks:
             if planned.agent is not None:
@@ -143,6 +146,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
         parallel_error_strategy=ensemble.parallel_error_strategy,
         manager_max_iterations=ensemble.manager_max_iterations,
         hierarchical_settings=_hierarchical_settings(ensemble),
+        agents=tuple(ensemble.agents),
     )
     if ensemble.phases:
         phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
@@ -240,8 +244,10 @@ async def _plan(
     team = _team(ensemble, shape, planned)
     executor: WorkflowExecutor
     if shape.workflow is Workflow.HIERARCHICAL:
+        if team is None:  # a hierarchical run always has one
+            raise AssertionError("hierarchical run without a team")
         executor = HierarchicalExecutor(
-            await plan_manager(planned, _manager_settings(ensemble, planned, run))
+            await plan_manager(planned, team, _manager_settings(ensemble, planned, run))
         )
     elif shape.workflow is not None:
         executor = executor_for(shape.workflow, strategy)
@@ -273,6 +279,7 @@ def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -
     constraints = ensemble.hierarchical_constraints if hierarchical else None
     team = Team.of(
         planned,
+        ensemble.agents,
         policies=ensemble.delegation_policies,
         max_depth=ensemble.max_delegation_depth,
         constraints=constraints,

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agentensemble.agent import Agent
 from agentensemble.delegation._constraints import canonical_role
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
@@ -30,6 +31,8 @@ class EnsembleShape:
     rate_limit: RateLimit | None
     parallel_error_strategy: ParallelErrorStrategy | None
     manager_max_iterations: int = 20
+    agents: tuple[Agent, ...] = ()
+    """The ensemble's extra agents (delegation targets)."""
     hierarchical_settings: tuple[str, ...] = ()
     """The names of the HIERARCHICAL-only settings the ensemble sets."""
 
@@ -144,7 +147,7 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
             "Ensemble manager_max_iterations must be > 0 for HIERARCHICAL workflow, got: "
             f"{shape.manager_max_iterations}"
         )
-    _check_worker_roles(tasks)
+    _check_worker_roles([*(task.agent for task in tasks if task.agent), *shape.agents])
     for task in tasks:
         if task.handler is not None:
             raise ValidationError(
@@ -161,12 +164,9 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                 )
 
 
-def _check_worker_roles(tasks: Sequence[Task[Any]]) -> None:
+def _check_worker_roles(agents: Sequence[Agent]) -> None:
     seen: dict[str, object] = {}
-    for task in tasks:
-        agent = task.agent
-        if agent is None:
-            continue
+    for agent in agents:
         canonical = canonical_role(agent.role)
         if canonical == "manager":
             raise ValidationError(

@@ -10,6 +10,7 @@ from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
 from agentensemble._inputs import check_inputs
 from agentensemble._sync import run_sync
+from agentensemble.agent import Agent
 from agentensemble.delegation import (
     DelegationPolicy,
     HierarchicalConstraints,
@@ -60,6 +61,9 @@ class Ensemble:
     """The tasks, in order."""
     phases: Sequence[Phase] = ()
     """Named groups of tasks run as a DAG (instead of `tasks`)."""
+    agents: Sequence[Agent] = ()
+    """Agents the tasks' agents may delegate to (and HIERARCHICAL workers) besides the
+    agents of the tasks themselves."""
     llm: Any = None
     """Model for tasks without an agent or task-level model: a `ChatModel`, a
     ``"provider:model"`` string or a LangChain chat model."""
@@ -141,6 +145,7 @@ class Ensemble:
         set_(self, "tasks", as_tuple(self.tasks, "Ensemble tasks"))
         set_(self, "phases", as_tuple(self.phases, "Ensemble phases"))
         set_(self, "listeners", as_tuple(self.listeners, "Ensemble listeners"))
+        set_(self, "agents", _check_agents(self.agents))
         set_(
             self,
             "delegation_policies",
@@ -238,6 +243,18 @@ def _check_settings(ensemble: Ensemble) -> None:
         raise ValidationError(
             f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
         )
+
+
+def _check_agents(agents: object) -> tuple[Agent, ...]:
+    if isinstance(agents, Agent):
+        raise ValidationError("Ensemble agents must be a list of agents, got a single Agent")
+    checked = as_tuple(agents, "Ensemble agents")
+    for index, agent in enumerate(checked):
+        if not isinstance(agent, Agent):
+            raise ValidationError(
+                f"Ensemble agents[{index}] must be an Agent, got: {type(agent).__name__}"
+            )
+    return tuple(agent for agent in checked if isinstance(agent, Agent))
 
 
 def _check_delegation_settings(ensemble: Ensemble) -> None:

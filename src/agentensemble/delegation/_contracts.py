@@ -9,7 +9,7 @@ pass each request through the policies in order.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
@@ -159,6 +159,8 @@ class DelegationPolicyResult:
 _ALLOW = DelegationPolicyResult("allow")
 
 DelegationPolicy: TypeAlias = Callable[
-    [DelegationRequest, DelegationPolicyContext], DelegationPolicyResult
+    [DelegationRequest, DelegationPolicyContext],
+    DelegationPolicyResult | Awaitable[DelegationPolicyResult],
 ]
-"""A check run before every delegation, after the built-in guards."""
+"""A check run before every delegation, after the built-in guards; sync (run in a thread)
+or async."""

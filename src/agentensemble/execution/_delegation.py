@@ -83,16 +83,20 @@ class Team:
     def of(
         cls,
         plan: Sequence[PlannedTask],
+        extra_agents: Sequence[Agent] = (),
         *,
         policies: Sequence[DelegationPolicy],
         max_depth: int,
         constraints: HierarchicalConstraints | None,
     ) -> Team:
-        """The team of a planned run: each distinct agent once, in order of first use."""
+        """The team of a planned run: each distinct agent of the tasks once, in order of
+        first use (with the run's bucket of its first task), then the extra agents."""
         seen: dict[int, Worker] = {}
         for planned in plan:
             if planned.agent is not None and id(planned.agent) not in seen:
                 seen[id(planned.agent)] = Worker(planned.agent, planned.limiter)
+        for agent in extra_agents:
+            seen.setdefault(id(agent), Worker(agent, None))
         return cls(
             list(seen.values()), policies=policies, max_depth=max_depth, constraints=constraints
         )

@@ -25,6 +25,7 @@ from agentensemble.errors import (
     describe_error,
 )
 from agentensemble.execution._context import RunContext, TaskContext
+from agentensemble.execution._delegation import Team
 from agentensemble.execution._planning import PlannedTask, task_steps
 from agentensemble.execution._task_runner import run_task
 from agentensemble.models import ChatModel, RateLimiter
@@ -51,11 +52,13 @@ class ManagerSettings:
     strategy: ManagerPromptStrategy
 
 
-async def plan_manager(plan: Sequence[PlannedTask], settings: ManagerSettings) -> PlannedTask:
+async def plan_manager(
+    plan: Sequence[PlannedTask], team: Team, settings: ManagerSettings
+) -> PlannedTask:
     """The manager's one task: its prompts written by the strategy from the workers and the
     tasks (templates resolved)."""
     context = ManagerPromptContext(
-        agents=_agents(plan),
+        agents=tuple(worker.agent for worker in team.workers),
         tasks=tuple(
             planned.source.copy(
                 description=planned.description, expected_output=planned.expected_output
@@ -93,14 +96,6 @@ async def plan_manager(plan: Sequence[PlannedTask], settings: ManagerSettings) -
         limiter=settings.limiter,
         delegates="manager",
     )
-
-
-def _agents(plan: Sequence[PlannedTask]) -> tuple[Agent, ...]:
-    seen: dict[int, Agent] = {}
-    for planned in plan:
-        if planned.agent is not None:
-            seen.setdefault(id(planned.agent), planned.agent)
-    return tuple(seen.values())
 
 
 class HierarchicalExecutor:
