@@ -124,3 +124,41 @@ def test_failures_mark_spans_as_errors(spans: Spans) -> None:
     root = by_name["invoke_workflow agentensemble"]
     assert root.status.status_code is StatusCode.ERROR
     assert attributes(root)["agentensemble.exit_reason"] == "ERROR"
+
+
+def test_a_delegated_worker_nests_under_the_delegating_tool_call(spans: Spans) -> None:
+    provider, exporter = spans
+    lead = ScriptedModel(
+        [
+            tool_call("delegate", agent_role="Helper", task_description="Sub"),
+            tool_call("delegate", agent_role="Nobody", task_description="Sub"),
+            "done",
+        ]
+    )
+    a = Agent("Lead", "lead", llm=lead, allow_delegation=True)
+    helper = Agent("Helper", "help", llm=ScriptedModel(["helped"]))
+    Ensemble(
+        tasks=[Task("Job", agent=a)],
+        agents=[helper],
+        listeners=[OpenTelemetryListener(tracer_provider=provider)],
+    ).run()
+
+    finished = exporter.get_finished_spans()
+    by_name: dict[str, list[ReadableSpan]] = {}
+    for span in finished:
+        by_name.setdefault(span.name, []).append(span)
+    (lead_span,) = by_name["invoke_agent Lead"]
+    (worker_span,) = by_name["invoke_agent Helper"]
+    delegated, refused = sorted(by_name["execute_tool delegate"], key=lambda s: s.start_time or 0)
+    assert parent_id(delegated) == lead_span.context.span_id
+    assert parent_id(refused) == lead_span.context.span_id
+    assert parent_id(worker_span) == delegated.context.span_id
+    assert attributes(delegated)["gen_ai.tool.name"] == "delegate"
+    assert attributes(delegated)["agentensemble.tool.outcome"] == "SUCCESS"
+    assert delegated.start_time is not None
+    assert worker_span.start_time is not None
+    assert worker_span.end_time is not None
+    assert delegated.end_time is not None
+    assert delegated.start_time <= worker_span.start_time
+    assert worker_span.end_time <= delegated.end_time
+    assert len(by_name["execute_tool delegate"]) == 2

@@ -8,6 +8,7 @@ event or a trace record itself.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -409,8 +410,12 @@ class TaskRecorder:
     ) -> None:
         """A refused attempt (`cause` None) or a worker that failed."""
         reason = response.errors[0] if response.errors else ""
-        logger.warning(
-            "[%s] Delegation to '%s' failed: %s", self.role, response.worker_role, reason
+        logger.log(
+            logging.INFO if cause is None else logging.WARNING,
+            "[%s] Delegation to '%s' failed: %s",
+            self.role,
+            response.worker_role,
+            reason,
         )
         self.delegations.append(
             DelegationTrace(
