@@ -340,3 +340,28 @@ def test_hierarchical_workers_may_delegate_to_each_other() -> None:
     ).run()
     assert [o.agent_role for o in output.task_outputs] == ["A", "Manager"]
     assert output.metrics.total_llm_call_count == 2 + 2 + 1
+
+
+def test_a_policy_can_give_the_worker_a_scope_and_an_expected_output() -> None:
+    seen: list[str] = []
+
+    def helper(messages: Any, tools: Any) -> str:
+        seen.append(text_of(messages[1]))
+        return "scoped answer"
+
+    def narrow(request: DelegationRequest, context: object) -> DelegationPolicyResult:
+        return DelegationPolicyResult.modify(
+            request.with_changes(
+                scope={"region": "EU", "years": [2024, 2025]},
+                expected_output_schema='{"total": number}',
+            )
+        )
+
+    model = ScriptedModel([delegate("B", "Sum the sales"), "ok"])
+    a = Agent("A", "goal", llm=model, allow_delegation=True)
+    b = Agent("B", "goal", llm=FunctionModel(helper))
+    Ensemble(tasks=[Task("Job", agent=a)], agents=[b], delegation_policies=[narrow]).run()
+    assert seen == [
+        '## Scope\n{"region":"EU","years":[2024,2025]}\n\n## Task\nSum the sales\n\n'
+        '## Expected Output\n{"total": number}'
+    ]

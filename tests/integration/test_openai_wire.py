@@ -5,7 +5,15 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from agentensemble import Agent, Ensemble, OpenAIChatModel, Task, TaskExecutionError, tool
+from agentensemble import (
+    Agent,
+    Ensemble,
+    OpenAIChatModel,
+    Task,
+    TaskExecutionError,
+    Workflow,
+    tool,
+)
 from agentensemble._sync import run_sync
 from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
 
@@ -213,3 +221,44 @@ def test_native_structured_output_sends_a_strict_json_schema() -> None:
         assert request["messages"][1]["content"].endswith(
             '{\n  "label": "string",\n  "confidence": "number"\n}'
         )
+
+
+def test_a_hierarchical_team_over_the_wire() -> None:
+    """One OpenAI-compatible model serves the manager and its workers; token usage of every
+    call adds up in the run's metrics."""
+    stub = OpenAIStub(
+        [
+            ToolCalls(
+                [
+                    (
+                        "call_1",
+                        "delegate_task",
+                        '{"agent_role": "researcher", "task_description": "Find two facts"}',
+                    )
+                ]
+            ),
+            "Fact one. Fact two.",
+            "Summary: two facts.",
+        ]
+    )
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel("stub-model", base_url=server.base_url, api_key="test")
+        researcher = Agent("Researcher", "Find facts", llm=model)
+        output = Ensemble(
+            tasks=[Task("Research the topic", agent=researcher)],
+            workflow=Workflow.HIERARCHICAL,
+            llm=model,
+        ).run()
+
+    assert output.raw == "Summary: two facts."
+    assert [o.agent_role for o in output.task_outputs] == ["Researcher", "Manager"]
+    assert output.metrics.total_input_tokens == 3 * 11
+    manager_first, worker, manager_second = stub.requests
+    assert [tool["function"]["name"] for tool in manager_first["tools"]] == ["delegate_task"]
+    assert "tools" not in worker
+    assert worker["messages"][1]["content"].startswith("## Task\nFind two facts\n")
+    assert manager_second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "Fact one. Fact two.",
+    }

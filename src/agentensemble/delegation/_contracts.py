@@ -8,7 +8,6 @@ pass each request through the policies in order.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -50,6 +49,8 @@ class DelegationStatus(StrEnum):
 
 
 def _new_task_id() -> str:
+    import uuid  # on first use: keeps `import agentensemble` light
+
     return str(uuid.uuid4())
 
 
@@ -64,12 +65,16 @@ class DelegationRequest:
     task_id: str = field(default_factory=_new_task_id)
     """Correlates the request with its `DelegationResponse` and events."""
     priority: DelegationPriority = DelegationPriority.NORMAL
+    """A hint for policies and observers."""
     scope: Mapping[str, Any] = field(default_factory=dict)
-    """Bounded context for the worker."""
+    """Bounded context for the worker: shown to it as a ``## Scope`` prompt section."""
     expected_output_schema: str | None = None
+    """What the worker's answer should look like: its expected output, when set."""
     max_output_retries: int = 0
+    """Carried for policies and observers (a free-form subtask has no output type to
+    retry parsing against)."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    """Anything observers should see."""
+    """Anything policies and observers should see."""
 
     def __post_init__(self) -> None:
         for name in ("agent_role", "task_description", "task_id"):

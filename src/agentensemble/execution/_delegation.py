@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import call_user_code
+from agentensemble._formats import format_value
 from agentensemble.agent import Agent
 from agentensemble.delegation import (
     DelegationPolicy,
@@ -32,12 +33,13 @@ from agentensemble.delegation._constraints import ConstraintEnforcer, canonical_
 from agentensemble.errors import ToolConfigurationError, describe_error
 from agentensemble.execution._context import TaskContext
 from agentensemble.execution._planning import DelegationMode, PlannedTask, plan_worker
+from agentensemble.execution._prompts import PromptSection, PromptSlot
+from agentensemble.execution._steps import TaskState, TaskStep
 from agentensemble.execution._task_runner import run_task
 from agentensemble.models import RateLimiter
 from agentensemble.tools._context import Delegator
 
 if TYPE_CHECKING:
-    from agentensemble.execution._steps import TaskState
     from agentensemble.outputs import TaskOutput
 
 __all__ = ["Team", "Worker"]
@@ -254,9 +256,10 @@ class _Attempt:
         planned = plan_worker(
             worker.agent,
             request.task_description,
-            _EXPECTED_OUTPUT[self.mode],
+            request.expected_output_schema or _EXPECTED_OUTPUT[self.mode],
             caller.planned,
             limiter=worker.limiter,
+            first_steps=(_scope_step(request.scope),) if request.scope else (),
         )
         task = TaskContext(
             run=caller.run,
@@ -300,6 +303,16 @@ class _Attempt:
         response = self._response(DelegationStatus.FAILURE, worker.agent.role, errors=(message,))
         await self.recorder.delegation_failed(self.delegation_id, self.request, response, error)
         return response
+
+
+def _scope_step(scope: Mapping[str, Any]) -> TaskStep:
+    """A step giving the worker the request's scope as a ``## Scope`` prompt section."""
+
+    async def add_scope(state: TaskState) -> None:
+        text = format_value(dict(scope), state.task.run.context_format)
+        state.prompt_sections.append(PromptSection(PromptSlot.CONTEXT, f"## Scope\n{text}\n\n"))
+
+    return add_scope
 
 
 async def _verdict(

@@ -127,8 +127,10 @@ def plan_worker(
     caller: PlannedTask,
     *,
     limiter: RateLimiter | None,
+    first_steps: tuple[TaskStep, ...] = (),
 ) -> PlannedTask:
-    """A delegated task: `agent` working on `description`, numbered as its caller."""
+    """A delegated task: `agent` working on `description`, numbered as its caller;
+    `first_steps` run before the usual ones (a delegation's scope section, say)."""
     task = Task(description, expected_output, agent=agent)
     return PlannedTask(
         source=task,
@@ -138,7 +140,7 @@ def plan_worker(
         expected_output=expected_output,
         agent=agent,
         settings=agent.model_settings,
-        steps=task_steps(task, agent),
+        steps=(*first_steps, *task_steps(task, agent)),
         tools=peer_tools(agent),
         limiter=limiter,
         delegates="peer" if agent.allow_delegation else None,
