@@ -569,3 +569,39 @@ def test_bad_delegation_settings_fail_at_construction(
     with pytest.raises(ValidationError) as caught:
         Ensemble(tasks=[Task("x")], **settings)
     assert str(caught.value).startswith(message)
+
+
+class Blank:
+    def build_system_prompt(self, context: ManagerPromptContext) -> str:
+        return ""
+
+    def build_user_prompt(self, context: ManagerPromptContext) -> Any:
+        return "  " if context.tasks else None
+
+
+def test_a_blank_manager_task_falls_back_to_the_default() -> None:
+    ensemble, _ = team(manager=["ok"], manager_prompt_strategy=Blank())
+    ensemble.run()
+    model = ensemble.manager_model
+    assert isinstance(model, ScriptedModel)
+    assert text_of(model.requests[0].messages[1]).startswith(
+        "## Task\nCoordinate your team to complete all assigned tasks and synthesize a "
+        "comprehensive final response.\n\n## Expected Output\n"
+    )
+    assert text_of(model.requests[0].messages[0]).startswith(
+        "You are Manager.\n\nYour personal goal is:"
+    )
+
+
+def test_a_strategy_that_returns_no_text_is_a_configuration_error() -> None:
+    class Broken(Blank):
+        def build_user_prompt(self, context: ManagerPromptContext) -> Any:
+            return None
+
+    ensemble, _ = team(manager=[], manager_prompt_strategy=Broken())
+    with pytest.raises(
+        ValidationError,
+        match=r"Ensemble manager_prompt_strategy.build_user_prompt must return a string, "
+        r"got: None",
+    ):
+        ensemble.run()
