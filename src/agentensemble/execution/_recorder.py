@@ -358,15 +358,12 @@ class TaskRecorder:
         if self.events.wants("on_delegation_started"):
             await self.events.emit(
                 DelegationStartedEvent(
-                    delegation_id=delegation_id,
-                    delegating_agent_role=self.role,
                     worker_role=worker_role,
                     task_description=request.task_description,
                     delegation_depth=depth,
                     request=request,
-                    ensemble_id=self.task.run.run_id,
-                    task_id=self.task.task_id,
                     tool_call_id=tool_call_id,
+                    **self._delegation_ids(delegation_id),
                 )
             )
 
@@ -377,27 +374,14 @@ class TaskRecorder:
         response: DelegationResponse,
         output: TaskOutput[Any],
     ) -> None:
-        self.delegations.append(
-            DelegationTrace(
-                delegation_id=delegation_id,
-                worker_role=response.worker_role,
-                task_description=request.task_description,
-                status="SUCCESS",
-                raw_output=response.raw_output,
-                duration=response.duration,
-                worker_trace=output.trace,
-            )
-        )
+        self._trace_delegation(delegation_id, request, response, output.trace)
         if self.events.wants("on_delegation_completed"):
             await self.events.emit(
                 DelegationCompletedEvent(
-                    delegation_id=delegation_id,
-                    delegating_agent_role=self.role,
                     worker_role=response.worker_role,
                     response=response,
                     duration=response.duration,
-                    ensemble_id=self.task.run.run_id,
-                    task_id=self.task.task_id,
+                    **self._delegation_ids(delegation_id),
                 )
             )
 
@@ -417,31 +401,46 @@ class TaskRecorder:
             response.worker_role,
             reason,
         )
-        self.delegations.append(
-            DelegationTrace(
-                delegation_id=delegation_id,
-                worker_role=response.worker_role,
-                task_description=request.task_description,
-                status="FAILURE",
-                raw_output=None,
-                duration=response.duration,
-                error=reason,
-            )
-        )
+        self._trace_delegation(delegation_id, request, response, None)
         if self.events.wants("on_delegation_failed"):
             await self.events.emit(
                 DelegationFailedEvent(
-                    delegation_id=delegation_id,
-                    delegating_agent_role=self.role,
                     worker_role=response.worker_role,
                     failure_reason=reason,
                     cause=cause,
                     response=response,
                     duration=response.duration,
-                    ensemble_id=self.task.run.run_id,
-                    task_id=self.task.task_id,
+                    **self._delegation_ids(delegation_id),
                 )
             )
+
+    def _delegation_ids(self, delegation_id: str) -> dict[str, Any]:
+        return {
+            "delegation_id": delegation_id,
+            "delegating_agent_role": self.role,
+            "ensemble_id": self.task.run.run_id,
+            "task_id": self.task.task_id,
+        }
+
+    def _trace_delegation(
+        self,
+        delegation_id: str,
+        request: DelegationRequest,
+        response: DelegationResponse,
+        worker_trace: TaskTrace | None,
+    ) -> None:
+        self.delegations.append(
+            DelegationTrace(
+                delegation_id=delegation_id,
+                worker_role=response.worker_role,
+                task_description=request.task_description,
+                status=response.status.value,
+                raw_output=response.raw_output,
+                duration=response.duration,
+                worker_trace=worker_trace,
+                error=response.errors[0] if response.errors else None,
+            )
+        )
 
     # ---- the result ------------------------------------------------------------------------
 
