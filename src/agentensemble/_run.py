@@ -23,7 +23,13 @@ from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
 from agentensemble._inputs import check_inputs
 from agentensemble._logging import get_logger
-from agentensemble._validation import EnsembleShape, PhaseShape, validate_flat, validate_phases
+from agentensemble._validation import (
+    EnsembleShape,
+    PhaseShape,
+    check_worker_roles,
+    validate_flat,
+    validate_phases,
+)
 from agentensemble.agent import Agent
 from agentensemble.delegation import DefaultManagerPromptStrategy
 from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
@@ -57,6 +63,8 @@ __all__ = ["RunPlan", "execute_run", "run_ensemble"]
 logger = get_logger("agentensemble.ensemble")
 
 _AUTO_EXPORT_DIRECTORY = "traces"
+_DEFAULT_MANAGER_ITERATIONS = 20
+_DEFAULT_DELEGATION_DEPTH = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +154,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
         parallel_error_strategy=ensemble.parallel_error_strategy,
         manager_max_iterations=ensemble.manager_max_iterations,
         hierarchical_settings=_hierarchical_settings(ensemble),
+        constraints=ensemble.hierarchical_constraints,
         agents=tuple(ensemble.agents),
     )
     if ensemble.phases:
@@ -160,6 +169,9 @@ def _validate(ensemble: Ensemble) -> _Shape:
 
 def _hierarchical_settings(ensemble: Ensemble) -> tuple[str, ...]:
     values = {
+        "manager_max_iterations": ensemble.manager_max_iterations
+        if ensemble.manager_max_iterations != _DEFAULT_MANAGER_ITERATIONS
+        else None,
         "manager_llm": ensemble.manager_llm,
         "manager_prompt_strategy": ensemble.manager_prompt_strategy,
         "hierarchical_constraints": ensemble.hierarchical_constraints,
@@ -275,6 +287,7 @@ def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -
     nobody may delegate."""
     hierarchical = shape.workflow is Workflow.HIERARCHICAL
     if not hierarchical and not any(task.delegates for task in planned):
+        _check_unused_delegation_settings(ensemble)
         return None
     constraints = ensemble.hierarchical_constraints if hierarchical else None
     team = Team.of(
@@ -284,9 +297,28 @@ def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -
         max_depth=ensemble.max_delegation_depth,
         constraints=constraints,
     )
+    if hierarchical:
+        check_worker_roles([worker.agent for worker in team.workers])
     if constraints is not None:
         constraints.check_roles(team.roles)
     return team
+
+
+def _check_unused_delegation_settings(ensemble: Ensemble) -> None:
+    """Delegation settings of a run in which no agent may delegate would do nothing."""
+    unused = [
+        name
+        for name, is_set in (
+            ("delegation_policies", bool(ensemble.delegation_policies)),
+            ("max_delegation_depth", ensemble.max_delegation_depth != _DEFAULT_DELEGATION_DEPTH),
+        )
+        if is_set
+    ]
+    if unused:
+        raise ValidationError(
+            f"Ensemble {unused[0]} applies to delegations, but no agent of the run may "
+            "delegate: give an agent allow_delegation=True, or use Workflow.HIERARCHICAL"
+        )
 
 
 def _manager_settings(

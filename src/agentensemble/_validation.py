@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentensemble.agent import Agent
+from agentensemble.delegation import HierarchicalConstraints
 from agentensemble.delegation._constraints import canonical_role
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
@@ -17,6 +18,7 @@ from agentensemble.task import Task
 __all__ = [
     "EnsembleShape",
     "PhaseShape",
+    "check_worker_roles",
     "infer_workflow",
     "validate_flat",
     "validate_phases",
@@ -31,6 +33,7 @@ class EnsembleShape:
     rate_limit: RateLimit | None
     parallel_error_strategy: ParallelErrorStrategy | None
     manager_max_iterations: int = 20
+    constraints: HierarchicalConstraints | None = None
     agents: tuple[Agent, ...] = ()
     """The ensemble's extra agents (delegation targets)."""
     hierarchical_settings: tuple[str, ...] = ()
@@ -147,7 +150,11 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
             "Ensemble manager_max_iterations must be > 0 for HIERARCHICAL workflow, got: "
             f"{shape.manager_max_iterations}"
         )
-    _check_worker_roles([*(task.agent for task in tasks if task.agent), *shape.agents])
+    explicit = [task.agent for task in tasks if task.agent is not None]
+    check_worker_roles([*explicit, *shape.agents])
+    if shape.constraints is not None and len(explicit) == len(tasks):
+        # with synthesised workers, the roles are checked once agents are planned
+        shape.constraints.check_roles([agent.role for agent in (*explicit, *shape.agents)])
     for task in tasks:
         if task.handler is not None:
             raise ValidationError(
@@ -155,7 +162,7 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                 f"'{task.description}' has a handler configured. Use SEQUENTIAL or PARALLEL "
                 "workflow when mixing AI-backed and deterministic tasks."
             )
-        for name in ("output_type", "input_guardrails", "output_guardrails"):
+        for name in ("output_type", "input_guardrails", "output_guardrails", "timeout"):
             if getattr(task, name):
                 raise ValidationError(
                     f"Task '{task.description}' sets {name}, which HIERARCHICAL workflow does "
@@ -164,7 +171,8 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                 )
 
 
-def _check_worker_roles(agents: Sequence[Agent]) -> None:
+def check_worker_roles(agents: Sequence[Agent]) -> None:
+    """No worker of a HIERARCHICAL run may take the manager's role or share a role."""
     seen: dict[str, object] = {}
     for agent in agents:
         canonical = canonical_role(agent.role)

@@ -33,6 +33,7 @@ from agentensemble.observability import (
     DelegationStartedEvent,
     ExecutionTrace,
     TaskStartEvent,
+    serialize_event,
 )
 
 from .helpers import Recorder, text_of, worker_model
@@ -130,6 +131,7 @@ def test_events_are_correlated_by_delegation_id_and_task_ids() -> None:
     assert isinstance(started.request, DelegationRequest)
     assert started.request.task_id == started.delegation_id
     assert started.tool_call_id is not None
+    assert serialize_event(started)["toolCallId"] == started.tool_call_id
     assert completed.response.status is DelegationStatus.SUCCESS
     assert completed.response.raw_output == "Writer did: Do your part"
 
@@ -605,3 +607,105 @@ def test_a_strategy_that_returns_no_text_is_a_configuration_error() -> None:
         r"got: None",
     ):
         ensemble.run()
+
+
+def test_a_policy_cannot_rewrite_past_the_constraints() -> None:
+    ensemble, recorder = team(
+        hierarchical_constraints=HierarchicalConstraints(allowed_workers={"Writer"}),
+        delegation_policies=[rewrite_to_reviewer],
+        manager=[delegate("Writer"), "ok"],
+    )
+    output = ensemble.run()
+    assert tool_results(ensemble) == [
+        "Delegation rejected by policy: Worker 'Reviewer' is not in the allowed workers list. "
+        "Allowed: [Writer]"
+    ]
+    assert [o.agent_role for o in output.task_outputs] == ["Manager"]
+    assert not recorder.of(DelegationStartedEvent)
+
+
+def test_a_rewritten_request_keeps_the_attempts_id() -> None:
+    def fresh(request: DelegationRequest, context: object) -> DelegationPolicyResult:
+        return DelegationPolicyResult.modify(
+            DelegationRequest(agent_role="Reviewer", task_description="Fresh")
+        )
+
+    ensemble, recorder = team(delegation_policies=[fresh], manager=[delegate("Writer"), "ok"])
+    ensemble.run()
+    (started,) = recorder.of(DelegationStartedEvent)
+    (completed,) = recorder.of(DelegationCompletedEvent)
+    assert isinstance(started, DelegationStartedEvent)
+    assert isinstance(completed, DelegationCompletedEvent)
+    assert started.request.task_id == started.delegation_id == completed.response.task_id
+    assert tool_results(ensemble) == ["Reviewer did: Fresh"]
+
+
+def test_refusals_are_failed_tool_calls_with_the_exact_text() -> None:
+    outcomes: list[tuple[str, str]] = []
+    ensemble = Ensemble(
+        tasks=[Task("Write", agent=Agent("Writer", "w", llm=worker_model()))],
+        workflow=Workflow.HIERARCHICAL,
+        manager_llm=ScriptedModel([delegate("Nobody"), delegate("Writer"), "ok"]),
+        on_tool_call=lambda event: outcomes.append((event.outcome, event.tool_result)),
+    )
+    ensemble.run()
+    assert outcomes == [
+        ("FAILURE", "No agent found with role 'Nobody'. Available roles: [Writer]"),
+        ("SUCCESS", "Writer did: Do your part"),
+    ]
+
+
+def test_synthesised_workers_with_one_role_are_ambiguous() -> None:
+    ensemble = Ensemble(
+        tasks=[Task("Research cats"), Task("Research dogs")],
+        workflow=Workflow.HIERARCHICAL,
+        llm=untouched(),
+    )
+    with pytest.raises(ValidationError, match="Duplicate agent role 'Researcher' detected"):
+        ensemble.run()
+
+
+def test_a_role_repeated_within_one_stage_is_fine() -> None:
+    constraints = HierarchicalConstraints(required_stages=[["Writer", "writer"], ["Reviewer"]])
+    ensemble, _ = team(hierarchical_constraints=constraints, manager=["ok"])
+    assert ensemble.run().raw == "ok"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"manager_max_iterations": 5},
+            "Ensemble manager_max_iterations applies only to Workflow.HIERARCHICAL",
+        ),
+        (
+            {"delegation_policies": [rewrite_to_reviewer]},
+            "Ensemble delegation_policies applies to delegations, but no agent of the run may "
+            "delegate",
+        ),
+        ({"max_delegation_depth": 1}, "Ensemble max_delegation_depth applies to delegations"),
+    ],
+)
+def test_delegation_settings_that_would_do_nothing_are_errors(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Ensemble(tasks=[Task("x")], llm=untouched(), **settings).run()
+    assert str(caught.value).startswith(message)
+
+
+def test_a_task_timeout_is_not_silently_dropped() -> None:
+    with pytest.raises(ValidationError, match="Task 'x' sets timeout, which HIERARCHICAL"):
+        Ensemble(
+            tasks=[Task("x", timeout=5)], workflow=Workflow.HIERARCHICAL, llm=untouched()
+        ).run()
+
+
+def test_constraints_are_checked_before_template_resolution_when_every_agent_is_known() -> None:
+    ensemble = Ensemble(
+        tasks=[Task("Write about {topic}", agent=Agent("Writer", "w", llm=untouched()))],
+        workflow=Workflow.HIERARCHICAL,
+        hierarchical_constraints=HierarchicalConstraints(allowed_workers={"Editor"}),
+    )
+    with pytest.raises(ValidationError, match="allowed_workers references unknown agent"):
+        ensemble.run()  # no inputs: the template error would come second

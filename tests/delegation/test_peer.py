@@ -365,3 +365,62 @@ def test_a_policy_can_give_the_worker_a_scope_and_an_expected_output() -> None:
         '## Scope\n{"region":"EU","years":[2024,2025]}\n\n## Task\nSum the sales\n\n'
         '## Expected Output\n{"total": number}'
     ]
+
+
+def test_a_cancelled_worker_ends_its_delegation() -> None:
+    async def scenario() -> list[object]:
+        entered = asyncio.Event()
+
+        async def stuck(messages: Any, tools: Any) -> str:
+            entered.set()
+            await asyncio.Event().wait()
+            return "never"
+
+        recorder = Recorder()
+        lead = Agent("A", "g", llm=ScriptedModel([delegate("B"), "x"]), allow_delegation=True)
+        slow = Agent("B", "g", llm=FunctionModel(stuck))
+        ensemble = Ensemble(tasks=[Task("Job", agent=lead)], agents=[slow], listeners=[recorder])
+        running = asyncio.create_task(ensemble.arun())
+        await entered.wait()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return recorder.of(DelegationFailedEvent)
+
+    (failed,) = asyncio.run(scenario())
+    assert isinstance(failed, DelegationFailedEvent)
+    assert isinstance(failed.cause, asyncio.CancelledError)
+
+
+async def test_concurrent_delegations_are_not_bound_by_the_tool_batch_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentensemble.execution import _tool_calls
+
+    monkeypatch.setattr(_tool_calls, "TOOL_BATCH_TIMEOUT", 0.0)
+
+    async def patient(messages: Any, tools: Any) -> str:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return "patient answer"
+
+    model = ScriptedModel([[delegate("B", "one"), delegate("C", "two")], "merged"])
+    a = Agent("A", "goal", llm=model, allow_delegation=True)
+    b = Agent("B", "g", llm=FunctionModel(patient))
+    c = Agent("C", "g", llm=FunctionModel(patient))
+    output = await Ensemble(tasks=[Task("Job", agent=a)], agents=[b, c]).arun()
+    assert output.raw == "merged"
+    assert told(model) == ["patient answer", "patient answer"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"expected_output_schema": {"type": "object"}}, "expected_output_schema must be a string"),
+        ({"scope": "abc"}, "scope must be a mapping, got: 'abc'"),
+        ({"metadata": None}, "metadata must be a mapping, got: None"),
+    ],
+)
+def test_request_fields_are_checked(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=f"DelegationRequest {message}"):
+        DelegationRequest(agent_role="B", task_description="x", **changes)

@@ -7,11 +7,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentensemble._checks import require_int
-from agentensemble.delegation._contracts import (
-    DelegationPolicyContext,
-    DelegationPolicyResult,
-    DelegationRequest,
-)
 from agentensemble.errors import ValidationError
 
 __all__ = ["ConstraintEnforcer", "HierarchicalConstraints", "canonical_role"]
@@ -98,14 +93,16 @@ class HierarchicalConstraints:
         staged: set[str] = set()
         for stage in self.required_stages:
             require_known(stage, "required_stages")
-            for role in stage:
-                canonical = canonical_role(role)
+            in_stage: dict[str, str] = {}
+            for role in stage:  # a role repeated within one stage is harmless
+                in_stage.setdefault(canonical_role(role), role)
+            for canonical, role in in_stage.items():
                 if canonical in staged:
                     raise ValidationError(
                         "HierarchicalConstraints.required_stages contains duplicate agent role "
                         f"'{role}' in multiple stages"
                     )
-                staged.add(canonical)
+            staged.update(in_stage)
 
 
 def _roles(value: object, name: str) -> frozenset[str]:
@@ -149,10 +146,10 @@ def _role_names(roles: Iterable[object], name: str) -> tuple[str, ...]:
 
 
 class ConstraintEnforcer:
-    """One run's bookkeeping for `HierarchicalConstraints`: the first delegation policy of
-    the manager. Checks, in order: the allow-list, the global cap, the worker's cap, then the
-    stages; an approved attempt counts against the caps whether or not its worker succeeds.
-    Roles are compared canonically and shown as the agents spell them."""
+    """One run's bookkeeping for `HierarchicalConstraints`, checked before the manager's
+    delegation policies. Checks, in order: the allow-list, the global cap, the worker's cap,
+    then the stages; an approved attempt counts against the caps whether or not its worker
+    succeeds. Roles are compared canonically and shown as the agents spell them."""
 
     def __init__(self, constraints: HierarchicalConstraints, agent_roles: Iterable[str]) -> None:
         self.constraints = constraints
@@ -172,18 +169,9 @@ class ConstraintEnforcer:
     def _name(self, role: str) -> str:
         return self._spelling.get(canonical_role(role), role.strip())
 
-    def __call__(
-        self, request: DelegationRequest, context: DelegationPolicyContext
-    ) -> DelegationPolicyResult:
-        """Approve (and count) the attempt, or reject it with the reason the manager sees."""
-        reason = self._refusal(canonical_role(request.agent_role))
-        if reason is not None:
-            return DelegationPolicyResult.reject(reason)
-        self._approved[canonical_role(request.agent_role)] += 1
-        self._total += 1
-        return DelegationPolicyResult.allow()
-
-    def _refusal(self, role: str) -> str | None:
+    def refusal(self, role: str) -> str | None:
+        """Why a delegation to `role` may not go ahead now (None: it may)."""
+        role = canonical_role(role)
         name = self._name(role)
         if self._allowed and role not in self._allowed:
             allowed = ", ".join(sorted(self._name(r) for r in self._allowed))
@@ -209,6 +197,11 @@ class ConstraintEnforcer:
                         "stages must complete before this stage can begin."
                     )
         return None
+
+    def approve(self, role: str) -> None:
+        """Count an approved attempt against the caps (whether or not its worker succeeds)."""
+        self._approved[canonical_role(role)] += 1
+        self._total += 1
 
     def record_completed(self, role: str) -> None:
         """A delegation to `role` completed (what stages and required workers count)."""

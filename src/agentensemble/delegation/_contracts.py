@@ -86,6 +86,16 @@ class DelegationRequest:
             raise ValidationError(
                 f"DelegationRequest priority must be a DelegationPriority, got: {self.priority!r}"
             )
+        schema = self.expected_output_schema
+        if schema is not None and not isinstance(schema, str):
+            raise ValidationError(
+                f"DelegationRequest expected_output_schema must be a string, got: {schema!r}"
+            )
+        for name in ("scope", "metadata"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ValidationError(
+                    f"DelegationRequest {name} must be a mapping, got: {getattr(self, name)!r}"
+                )
         require_int(self.max_output_retries, "DelegationRequest max_output_retries")
         if self.max_output_retries < 0:
             raise ValidationError(

@@ -14,7 +14,6 @@ from typing import Any
 
 from agentensemble.models import ToolSpec
 from agentensemble.tools import ToolContext, ToolResult
-from agentensemble.tools._result import coerce_result
 
 __all__ = ["DELEGATE", "DELEGATE_TASK", "DelegationTool"]
 
@@ -40,18 +39,21 @@ class DelegationTool:
         return self._spec
 
     async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
-        """Delegate; the worker's answer on success, else the refusal or failure text.
+        """Delegate; the worker's answer on success, else the refusal or failure text (a
+        failed tool result).
 
-        Missing or non-string arguments count as blank, so the model is told which one to
-        fill in (and the attempt is reported like every other)."""
+        Missing arguments, and arguments that are not a JSON object, count as blank, so
+        the model is told which one to fill in (and the attempt is reported like every
+        other); a non-string value is used as its JSON text."""
         if context is None:
             raise TypeError(f"Tool '{self._spec.name}' needs the ToolContext of a running task")
         values = _arguments(arguments)
         response = await context.delegate(
             _text(values.get("agent_role")), _text(values.get("task_description"))
         )
-        if response.errors:
-            return coerce_result(response.errors[0])
+        if response.errors:  # a failure, in the exact words the model should see
+            text = response.errors[0]
+            return ToolResult(output=text, is_success=False, error_message=text)
         return ToolResult.success(response.raw_output or "")
 
 

@@ -109,7 +109,8 @@ class RunLimiters:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunContext:
-    """Everything one run shares across its tasks. Built once per run; never replaced."""
+    """Everything one run shares across its tasks. Built once per run, and completed with
+    the delegation team once every agent is planned (before any task runs)."""
 
     run_id: str
     events: EventDispatcher

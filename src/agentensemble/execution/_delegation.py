@@ -10,6 +10,7 @@ events and trace entries (BEHAVIOUR 9.3-9.5).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import call_user_code
+from agentensemble._control import ControlFlowSignal
 from agentensemble._formats import format_value
 from agentensemble.agent import Agent
 from agentensemble.delegation import (
@@ -43,6 +45,12 @@ if TYPE_CHECKING:
     from agentensemble.outputs import TaskOutput
 
 __all__ = ["Team", "Worker"]
+
+_BLANK_HINTS = {
+    "agent_role": " Provide the target agent's role.",
+    "task_description": " Provide a clear subtask description.",
+}
+"""What a peer is told after a blank argument's message (the manager gets no hint)."""
 
 _EXPECTED_OUTPUT: dict[DelegationMode, str] = {
     "manager": "Complete the assigned task thoroughly",
@@ -165,11 +173,9 @@ class _Attempt:
     def _guard(self) -> str | None:
         request, peer = self.request, self.mode == "peer"
         if not request.agent_role.strip():
-            hint = " Provide the target agent's role." if peer else ""
-            return f"Error: agent_role must not be null or blank.{hint}"
+            return self._blank("agent_role")
         if not request.task_description.strip():
-            hint = " Provide a clear subtask description." if peer else ""
-            return f"Error: task_description must not be null or blank.{hint}"
+            return self._blank("task_description")
         if peer and self.caller.depth >= self.team.max_depth:
             return (
                 f"Delegation depth limit reached (max: {self.team.max_depth}, current: "
@@ -185,6 +191,10 @@ class _Attempt:
             return f"{lead} '{request.agent_role}'. Available roles: {self._roles()}"
         return None
 
+    def _blank(self, field_name: str) -> str:
+        hint = _BLANK_HINTS[field_name] if self.mode == "peer" else ""
+        return f"Error: {field_name} must not be null or blank.{hint}"
+
     def _is_caller(self, role: str) -> bool:
         return canonical_role(role) == canonical_role(self.caller_role)
 
@@ -194,26 +204,36 @@ class _Attempt:
     # ---- policies ------------------------------------------------------------------------------
 
     async def _apply_policies(self) -> str | None:
-        """Each policy in order (the constraint enforcer first, for the manager): a reject
-        ends the attempt, a modify replaces the request and goes on."""
+        """The constraints first (the manager's), then each policy in order: a reject ends
+        the attempt, a modify replaces the request and goes on. A request rewritten to
+        another worker must pass the constraints too; the approved worker's attempt is
+        counted once every check has passed."""
+        enforcer = self.team.enforcer if self.mode == "manager" else None
+        if enforcer is not None:
+            reason = enforcer.refusal(self.request.agent_role)
+            if reason is not None:
+                return f"Delegation rejected by policy: {reason}"
+        original = self.request
         context = DelegationPolicyContext(
             delegating_agent_role=self.caller_role,
             current_depth=self.caller.depth,
             max_depth=self.team.max_depth,
             available_worker_roles=self.team.roles,
         )
-        enforcer = self.team.enforcer if self.mode == "manager" else None
-        original = self.request
-        for policy in ((enforcer,) if enforcer else ()) + self.team.policies:
-            result = await _verdict(policy, self.request, context, builtin=policy is enforcer)
+        for policy in self.team.policies:
+            result = await _verdict(policy, self.request, context)
             if result.action == "reject":
                 return f"Delegation rejected by policy: {result.reason}"
             if result.request is not None:
-                self.request = result.request
-        return None if self.request is original else self._check_modified()
+                self.request = result.request.with_changes(task_id=self.delegation_id)
+        refusal = None if self.request is original else self._check_modified(original)
+        if refusal is None and enforcer is not None:
+            enforcer.approve(self.request.agent_role)
+        return refusal
 
-    def _check_modified(self) -> str | None:
+    def _check_modified(self, original: DelegationRequest) -> str | None:
         role = self.request.agent_role
+        enforcer = self.team.enforcer if self.mode == "manager" else None
         if self.team.find(role) is None:
             return (
                 f"A policy modified agent_role to '{role}' but no agent found with that role. "
@@ -225,7 +245,11 @@ class _Attempt:
                 "Choose a different target."
             )
         if not self.request.task_description.strip():
-            return "Error: task_description must not be null or blank."
+            return self._blank("task_description")
+        if enforcer is not None and canonical_role(role) != canonical_role(original.agent_role):
+            reason = enforcer.refusal(role)
+            if reason is not None:
+                return f"Delegation rejected by policy: {reason}"
         return None
 
     # ---- outcomes --------------------------------------------------------------------------------
@@ -277,6 +301,9 @@ class _Attempt:
             if _is_configuration_error(error):
                 raise
             return await self._worker_failed(worker, error)
+        except (asyncio.CancelledError, ControlFlowSignal) as error:  # the run is ending
+            await self._worker_failed(worker, error)
+            raise
         self._record(planned, output, worker)
         response = self._response(
             DelegationStatus.SUCCESS,
@@ -298,7 +325,7 @@ class _Attempt:
         if self.team.enforcer is not None and self.mode == "manager":
             self.team.enforcer.record_completed(worker.agent.role)
 
-    async def _worker_failed(self, worker: Worker, error: Exception) -> DelegationResponse:
+    async def _worker_failed(self, worker: Worker, error: BaseException) -> DelegationResponse:
         message = f"Error: Delegation to '{worker.agent.role}' failed: {describe_error(error)}"
         response = self._response(DelegationStatus.FAILURE, worker.agent.role, errors=(message,))
         await self.recorder.delegation_failed(self.delegation_id, self.request, response, error)
@@ -316,19 +343,13 @@ def _scope_step(scope: Mapping[str, Any]) -> TaskStep:
 
 
 async def _verdict(
-    policy: DelegationPolicy,
-    request: DelegationRequest,
-    context: DelegationPolicyContext,
-    *,
-    builtin: bool,
+    policy: DelegationPolicy, request: DelegationRequest, context: DelegationPolicyContext
 ) -> DelegationPolicyResult:
     """A policy's result; anything but a `DelegationPolicyResult` (or an exception) is a
     configuration error that stops the run."""
     name = getattr(policy, "__qualname__", None) or repr(policy)
     try:
-        result = (
-            policy(request, context) if builtin else await call_user_code(policy, request, context)
-        )
+        result = await call_user_code(policy, request, context)
     except Exception as error:
         raise ToolConfigurationError(
             f"Delegation policy {name} raised: {describe_error(error)}"

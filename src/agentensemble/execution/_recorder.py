@@ -8,7 +8,6 @@ event or a trace record itself.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -394,13 +393,12 @@ class TaskRecorder:
     ) -> None:
         """A refused attempt (`cause` None) or a worker that failed."""
         reason = response.errors[0] if response.errors else ""
-        logger.log(
-            logging.INFO if cause is None else logging.WARNING,
-            "[%s] Delegation to '%s' failed: %s",
-            self.role,
-            response.worker_role,
-            reason,
-        )
+        if cause is None:
+            logger.info(
+                "[%s] Delegation to '%s' refused: %s", self.role, response.worker_role, reason
+            )
+        else:
+            logger.warning("[%s] %s", self.role, reason)
         self._trace_delegation(delegation_id, request, response, None)
         if self.events.wants("on_delegation_failed"):
             await self.events.emit(

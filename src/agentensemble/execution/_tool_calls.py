@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from agentensemble._formats import format_json_text
 from agentensemble._logging import get_logger
+from agentensemble.delegation._tools import DelegationTool
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
 from agentensemble.models import ToolCall, ToolResultMessage
 from agentensemble.tools import ToolResult
@@ -104,8 +105,10 @@ async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Exec
         return [await _execute(loop, call) for call in calls]
     import asyncio
 
+    # A delegation runs a whole task: only the run's and the task's deadlines bound it.
+    delegates = any(isinstance(loop.tools.by_name.get(c.name), DelegationTool) for c in calls)
     try:
-        async with asyncio.timeout(TOOL_BATCH_TIMEOUT) as deadline:
+        async with asyncio.timeout(None if delegates else TOOL_BATCH_TIMEOUT) as deadline:
             async with asyncio.TaskGroup() as group:
                 running = [group.create_task(_execute(loop, call)) for call in calls]
     except BaseExceptionGroup as group_error:  # a call failed outside the tool's own code

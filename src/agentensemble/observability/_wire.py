@@ -226,6 +226,7 @@ def _delegation_started(event: DelegationStartedEvent) -> dict[str, Any]:
         "workerRole": event.worker_role,
         "taskDescription": event.task_description,
         "delegationDepth": event.delegation_depth,
+        "toolCallId": event.tool_call_id,
         "timestamp": _at(event.timestamp),
     }
 

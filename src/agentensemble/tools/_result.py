@@ -15,7 +15,7 @@ class ToolResult:
     """The outcome of one tool call. Build it with `ToolResult.success` or `ToolResult.failure`."""
 
     output: str = ""
-    """Text shown to the model on success."""
+    """Text shown to the model (a failure with no output shows its error message)."""
     is_success: bool = True
     error_message: str | None = None
     """Why the tool failed; the model sees ``"Error: {error_message}"``."""
@@ -34,8 +34,11 @@ class ToolResult:
 
     @property
     def text_for_model(self) -> str:
-        """The text the model sees for this result."""
-        return self.output if self.is_success else f"Error: {self.error_message}"
+        """The text the model sees: the output; for a failure without output text,
+        ``"Error: {error_message}"``."""
+        if self.is_success or self.output:
+            return self.output
+        return f"Error: {self.error_message}"
 
 
 def coerce_result(value: object) -> ToolResult:
