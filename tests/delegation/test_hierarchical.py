@@ -3,6 +3,7 @@ researcher -> writer -> reviewer team (BEHAVIOUR 3.5, 3.6, 9.3, 9.4)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -709,3 +710,21 @@ def test_constraints_are_checked_before_template_resolution_when_every_agent_is_
     )
     with pytest.raises(ValidationError, match="allowed_workers references unknown agent"):
         ensemble.run()  # no inputs: the template error would come second
+
+
+def test_concurrent_delegations_cannot_both_take_the_last_place_under_a_cap() -> None:
+    async def slow_allow(request: DelegationRequest, context: object) -> DelegationPolicyResult:
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return DelegationPolicyResult.allow()
+
+    ensemble, _ = team(
+        hierarchical_constraints=HierarchicalConstraints(global_max_delegations=1),
+        delegation_policies=[slow_allow],
+        manager=[[delegate("Writer"), delegate("Reviewer")], "ok"],
+    )
+    output = ensemble.run()
+    assert len(output.task_outputs) == 2
+    assert sorted(tool_results(ensemble))[0].startswith(
+        "Delegation rejected by policy: global delegation cap of 1 reached."
+    )

@@ -226,14 +226,18 @@ class _Attempt:
                 return f"Delegation rejected by policy: {result.reason}"
             if result.request is not None:
                 self.request = result.request.with_changes(task_id=self.delegation_id)
-        refusal = None if self.request is original else self._check_modified(original)
+        refusal = None if self.request is original else self._check_modified()
         if refusal is None and enforcer is not None:
+            # checked again and counted with no await in between: concurrent delegations
+            # cannot both take the last place under a cap, and a rewrite is checked too
+            reason = enforcer.refusal(self.request.agent_role)
+            if reason is not None:
+                return f"Delegation rejected by policy: {reason}"
             enforcer.approve(self.request.agent_role)
         return refusal
 
-    def _check_modified(self, original: DelegationRequest) -> str | None:
+    def _check_modified(self) -> str | None:
         role = self.request.agent_role
-        enforcer = self.team.enforcer if self.mode == "manager" else None
         if self.team.find(role) is None:
             return (
                 f"A policy modified agent_role to '{role}' but no agent found with that role. "
@@ -246,10 +250,6 @@ class _Attempt:
             )
         if not self.request.task_description.strip():
             return self._blank("task_description")
-        if enforcer is not None and canonical_role(role) != canonical_role(original.agent_role):
-            reason = enforcer.refusal(role)
-            if reason is not None:
-                return f"Delegation rejected by policy: {reason}"
         return None
 
     # ---- outcomes --------------------------------------------------------------------------------
