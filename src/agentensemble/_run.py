@@ -67,6 +67,15 @@ _DEFAULT_MANAGER_ITERATIONS = 20
 _DEFAULT_DELEGATION_DEPTH = 3
 
 
+def _delegation_settings(ensemble: Ensemble) -> tuple[str, ...]:
+    """The delegation settings the ensemble changes (they need an agent that delegates)."""
+    values = {
+        "delegation_policies": bool(ensemble.delegation_policies),
+        "max_delegation_depth": ensemble.max_delegation_depth != _DEFAULT_DELEGATION_DEPTH,
+    }
+    return tuple(name for name, is_set in values.items() if is_set)
+
+
 @dataclass(frozen=True, slots=True)
 class _Shape:
     """A validated ensemble: every task in plan order, and how to run them."""
@@ -154,6 +163,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
         parallel_error_strategy=ensemble.parallel_error_strategy,
         manager_max_iterations=ensemble.manager_max_iterations,
         hierarchical_settings=_hierarchical_settings(ensemble),
+        delegation_settings=_delegation_settings(ensemble),
         constraints=ensemble.hierarchical_constraints,
         agents=tuple(ensemble.agents),
     )
@@ -287,7 +297,6 @@ def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -
     nobody may delegate."""
     hierarchical = shape.workflow is Workflow.HIERARCHICAL
     if not hierarchical and not any(task.delegates for task in planned):
-        _check_unused_delegation_settings(ensemble)
         return None
     constraints = ensemble.hierarchical_constraints if hierarchical else None
     team = Team.of(
@@ -302,23 +311,6 @@ def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -
     if constraints is not None:
         constraints.check_roles(team.roles)
     return team
-
-
-def _check_unused_delegation_settings(ensemble: Ensemble) -> None:
-    """Delegation settings of a run in which no agent may delegate would do nothing."""
-    unused = [
-        name
-        for name, is_set in (
-            ("delegation_policies", bool(ensemble.delegation_policies)),
-            ("max_delegation_depth", ensemble.max_delegation_depth != _DEFAULT_DELEGATION_DEPTH),
-        )
-        if is_set
-    ]
-    if unused:
-        raise ValidationError(
-            f"Ensemble {unused[0]} applies to delegations, but no agent of the run may "
-            "delegate: give an agent allow_delegation=True, or use Workflow.HIERARCHICAL"
-        )
 
 
 def _manager_settings(

@@ -37,6 +37,8 @@ class EnsembleShape:
     agents: tuple[Agent, ...] = ()
     """The ensemble's extra agents (delegation targets)."""
     hierarchical_settings: tuple[str, ...] = ()
+    delegation_settings: tuple[str, ...] = ()
+    """The names of the delegation settings the ensemble sets (policies, depth)."""
     """The names of the HIERARCHICAL-only settings the ensemble sets."""
 
 
@@ -71,6 +73,8 @@ def validate_flat(
     _check_workflow_settings(effective, shape)
     if effective is Workflow.HIERARCHICAL:
         _check_hierarchical(checked, shape)
+    else:
+        _check_someone_delegates(checked, shape)
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
@@ -81,6 +85,7 @@ def validate_phases(
 ) -> tuple[PhaseShape, ...]:
     """Check phases and their tasks; return each phase with the workflow it runs with."""
     checked = _check_phase_elements(phases)
+    _check_someone_delegates([task for phase in checked for task in phase.tasks], shape)
     if shape.hierarchical_settings:
         raise ValidationError(
             f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
@@ -138,6 +143,19 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
         raise ValidationError(
             f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
             f"but the workflow is {workflow.value}"
+        )
+
+
+def _check_someone_delegates(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
+    """Delegation settings of a run in which no agent may delegate would do nothing (a
+    synthesised agent never delegates)."""
+    if shape.delegation_settings and not any(
+        task.agent is not None and task.agent.allow_delegation for task in tasks
+    ):
+        raise ValidationError(
+            f"Ensemble {shape.delegation_settings[0]} applies to delegations, but no agent of "
+            "the run may delegate: give an agent allow_delegation=True, or use "
+            "Workflow.HIERARCHICAL"
         )
 
 
