@@ -34,6 +34,7 @@ from agentensemble.errors import (
     ParallelExecutionError,
     PromptTemplateError,
     RateLimitTimeoutError,
+    ReviewTimeoutError,
     TaskExecutionError,
     ToolConfigurationError,
     ToolExecutionError,
@@ -89,6 +90,9 @@ from agentensemble.observability import (
     LlmIterationStartedEvent,
     OpenTelemetryListener,
     QueuedListener,
+    ReviewDecidedEvent,
+    ReviewRequestedEvent,
+    ReviewTimedOutEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskInputEvent,
@@ -101,8 +105,18 @@ from agentensemble.observability import (
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.phase import Phase
+from agentensemble.review import (
+    ExitEarlyRequested,
+    OnTimeoutAction,
+    Review,
+    ReviewDecision,
+    ReviewHandler,
+    ReviewPolicy,
+    ReviewRequest,
+    ReviewTiming,
+)
 from agentensemble.task import Task
-from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
+from agentensemble.tools import AgentTool, HumanInputTool, ToolContext, ToolResult, tool
 
 __all__ = [
     "Agent",
@@ -135,6 +149,7 @@ __all__ = [
     "EnsembleOutput",
     "EnsembleStartedEvent",
     "ExecutionMetrics",
+    "ExitEarlyRequested",
     "ExitReason",
     "FunctionModel",
     "GuardrailInput",
@@ -144,6 +159,7 @@ __all__ = [
     "GuardrailViolationError",
     "HandlerContext",
     "HierarchicalConstraints",
+    "HumanInputTool",
     "InputGuardrail",
     "JsonTraceExporter",
     "LLMAgentSynthesizer",
@@ -153,6 +169,7 @@ __all__ = [
     "ManagerPromptStrategy",
     "MaxIterationsExceededError",
     "ModelSettings",
+    "OnTimeoutAction",
     "OpenAIChatModel",
     "OpenTelemetryListener",
     "OutputGuardrail",
@@ -167,6 +184,16 @@ __all__ = [
     "RateLimitTimeoutError",
     "RateLimitedChatModel",
     "RateLimiter",
+    "Review",
+    "ReviewDecidedEvent",
+    "ReviewDecision",
+    "ReviewHandler",
+    "ReviewPolicy",
+    "ReviewRequest",
+    "ReviewRequestedEvent",
+    "ReviewTimedOutEvent",
+    "ReviewTimeoutError",
+    "ReviewTiming",
     "RunOptions",
     "ScriptedModel",
     "SystemMessage",

@@ -7,6 +7,8 @@ run turns it into its `ExitReason` and returns the outputs completed so far.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentensemble.enums import ExitReason
 
 __all__ = ["ControlFlowSignal", "find_signal"]
@@ -16,6 +18,11 @@ class ControlFlowSignal(BaseException):
     """Ends the run early with `exit_reason`, keeping every completed output."""
 
     exit_reason: ExitReason = ExitReason.USER_EXIT_EARLY
+
+    def as_error(self, completed_outputs: tuple[Any, ...]) -> Exception | None:
+        """The error the run raises instead of returning (None: it returns its completed
+        outputs with `exit_reason`)."""
+        return None
 
 
 def find_signal(error: BaseException) -> ControlFlowSignal | None:

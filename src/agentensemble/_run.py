@@ -36,7 +36,14 @@ from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters
 from agentensemble.execution._delegation import Team
-from agentensemble.execution._planning import PlannedTask, SynthesisLog, plan_tasks, resolve_texts
+from agentensemble.execution._planning import (
+    PlannedTask,
+    ReviewRules,
+    SynthesisLog,
+    plan_tasks,
+    resolve_texts,
+)
+from agentensemble.execution._review import RunReview
 from agentensemble.execution._run_trace import RunRecord, build_trace, errors_of, export_trace
 from agentensemble.execution._synthesis import TemplateAgentSynthesizer
 from agentensemble.observability._capture import CaptureMode, resolve_capture_mode
@@ -46,6 +53,7 @@ from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.observability._trace import ExecutionTrace
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
+from agentensemble.review import ReviewPolicy
 from agentensemble.workflows._executor import WorkflowExecutor, executor_for
 from agentensemble.workflows._hierarchical import (
     HierarchicalExecutor,
@@ -166,6 +174,8 @@ def _validate(ensemble: Ensemble) -> _Shape:
         delegation_settings=_delegation_settings(ensemble),
         constraints=ensemble.hierarchical_constraints,
         agents=tuple(ensemble.agents),
+        has_review_handler=ensemble.review_handler is not None,
+        review_policy=ensemble.review_policy,
     )
     if ensemble.phases:
         phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
@@ -211,6 +221,9 @@ def _run_context(
         limiters=RunLimiters.of(tasks, ensemble.rate_limit),
         max_concurrency=ensemble.max_concurrency,
         deadline=_deadline(options.timeout_seconds),
+        review=RunReview(ensemble.review_handler, ensemble.review_policy or ReviewPolicy.NEVER)
+        if ensemble.review_handler is not None
+        else None,
     )
 
 
@@ -245,10 +258,12 @@ async def _plan(
     synthesis = SynthesisLog()
     synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
     strategy = ensemble.parallel_error_strategy or ParallelErrorStrategy.FAIL_FAST
-    groups = [item.phase.tasks for item in shape.phases] or [shape.tasks]
+    groups = [(item.phase.tasks, item.workflow) for item in shape.phases]
+    if not groups and shape.workflow is not None:
+        groups = [(shape.tasks, shape.workflow)]
     planned_groups: list[tuple[PlannedTask, ...]] = []
     first = 1
-    for group in groups:
+    for group, workflow in groups:
         planned_groups.append(
             await plan_tasks(
                 group,
@@ -259,6 +274,7 @@ async def _plan(
                 synthesis=synthesis,
                 first_index=first,
                 total=len(shape.tasks),
+                review=_review_rules(ensemble, workflow),
             )
         )
         first += len(group)
@@ -290,6 +306,14 @@ async def _plan(
         synthesis=synthesis,
         team=team,
     )
+
+
+def _review_rules(ensemble: Ensemble, workflow: Workflow) -> ReviewRules | None:
+    """The gates of tasks run under `workflow` (None when nobody is there to review)."""
+    if ensemble.review_handler is None:
+        return None
+    policy = ensemble.review_policy or ReviewPolicy.NEVER
+    return ReviewRules(policy, in_order=workflow is Workflow.SEQUENTIAL)
 
 
 def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -> Team | None:
@@ -453,14 +477,14 @@ def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
 
 
 async def _execute(plan: RunPlan, run: RunContext) -> ExitReason:
-    """COMPLETED, TIMEOUT when the run's deadline expired, or the reason a control-flow
-    signal carries; errors propagate."""
+    """COMPLETED, TIMEOUT when the run's deadline expired, or the reason of the control-flow
+    signal that ended it early (or the error that signal stands for); errors propagate."""
     try:
         if run.deadline is None:
             await plan.executor.execute(plan.tasks, run)
-            return ExitReason.COMPLETED
-        async with asyncio.timeout_at(run.deadline) as expiry:
-            await plan.executor.execute(plan.tasks, run)
+        else:
+            async with asyncio.timeout_at(run.deadline) as expiry:
+                await plan.executor.execute(plan.tasks, run)
     except TimeoutError:
         if run.deadline is None or not expiry.expired():
             raise
@@ -470,8 +494,20 @@ async def _execute(plan: RunPlan, run: RunContext) -> ExitReason:
         signal = find_signal(error)
         if signal is None:
             raise
-        return signal.exit_reason
-    return ExitReason.COMPLETED
+        run.stop.request(signal)
+    return _outcome(run)
+
+
+def _outcome(run: RunContext) -> ExitReason:
+    """COMPLETED, or why the run stopped early; raises the error a signal stands for."""
+    signal = run.stop.signal
+    if signal is None:
+        return ExitReason.COMPLETED
+    error = signal.as_error(run.outputs.completed())
+    if error is not None:
+        raise error from None
+    logger.info("Run %s ended early: %s (%s)", run.run_id, signal, signal.exit_reason.value)
+    return signal.exit_reason
 
 
 async def _finish(

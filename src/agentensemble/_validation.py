@@ -13,6 +13,7 @@ from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.models import ChatModel, RateLimit
 from agentensemble.phase import Phase, hierarchical_phase_message
+from agentensemble.review import ReviewPolicy
 from agentensemble.task import Task
 
 __all__ = [
@@ -37,9 +38,11 @@ class EnsembleShape:
     agents: tuple[Agent, ...] = ()
     """The ensemble's extra agents (delegation targets)."""
     hierarchical_settings: tuple[str, ...] = ()
+    """The names of the HIERARCHICAL-only settings the ensemble sets."""
     delegation_settings: tuple[str, ...] = ()
     """The names of the delegation settings the ensemble sets (policies, depth)."""
-    """The names of the HIERARCHICAL-only settings the ensemble sets."""
+    has_review_handler: bool = False
+    review_policy: ReviewPolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ def validate_flat(
         _check_hierarchical(checked, shape)
     else:
         _check_someone_delegates(checked, shape)
+    _check_reviews(checked, shape, effective, last_workflow=effective)
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
@@ -100,6 +104,8 @@ def validate_phases(
     shapes = tuple(PhaseShape(phase, _phase_workflow(phase, workflow)) for phase in checked)
     for item in shapes:
         _check_workflow_settings(item.workflow, shape)
+    for item in shapes:
+        _check_reviews(item.phase.tasks, shape, item.workflow, last_workflow=shapes[-1].workflow)
     check_context_cycles([task for phase in checked for task in phase.tasks])
     for item in shapes:
         visible = frozenset(task for before in _ancestors(item.phase) for task in before.tasks)
@@ -146,6 +152,42 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
         )
 
 
+def _check_reviews(
+    tasks: Sequence[Task[Any]], shape: EnsembleShape, workflow: Workflow, *, last_workflow: Workflow
+) -> None:
+    """Review settings that would do nothing are errors: gates without a handler to ask, and
+    gates the workflow cannot fire."""
+    policy = shape.review_policy or ReviewPolicy.NEVER
+    if workflow is Workflow.HIERARCHICAL and policy is not ReviewPolicy.NEVER:
+        raise ValidationError(
+            f"Ensemble review_policy {policy.value} does not apply to Workflow.HIERARCHICAL: "
+            "the manager's delegations are not tasks of the run. Use tool approvals or "
+            "human_input in the workers' tools instead."
+        )
+    if policy is not ReviewPolicy.NEVER and not shape.has_review_handler:
+        raise ValidationError(
+            f"Ensemble review_policy {policy.value} needs a review_handler to ask: set "
+            "review_handler=ReviewHandler.console() (or ReviewHandler.auto_approve() in tests)"
+        )
+    if policy is ReviewPolicy.AFTER_LAST_TASK and last_workflow is Workflow.PARALLEL:
+        raise ValidationError(
+            "Ensemble review_policy AFTER_LAST_TASK never fires when the last tasks run in "
+            "PARALLEL (there is no last task): set review=Review.required() on the tasks to "
+            "review, or use AFTER_EVERY_TASK"
+        )
+    for task in tasks:
+        for name in ("review", "before_review"):
+            review = getattr(task, name)
+            if review is None or not review.enabled:
+                continue
+            if not shape.has_review_handler:
+                raise ValidationError(
+                    f"Task '{task.description}' sets {name}, but the ensemble has no "
+                    "review_handler to ask: set review_handler=ReviewHandler.console() (or "
+                    "ReviewHandler.auto_approve() in tests)"
+                )
+
+
 def _check_someone_delegates(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
     """Delegation settings of a run in which no agent may delegate would do nothing (a
     synthesised agent never delegates)."""
@@ -180,7 +222,14 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                 f"'{task.description}' has a handler configured. Use SEQUENTIAL or PARALLEL "
                 "workflow when mixing AI-backed and deterministic tasks."
             )
-        for name in ("output_type", "input_guardrails", "output_guardrails", "timeout"):
+        for name in (
+            "output_type",
+            "input_guardrails",
+            "output_guardrails",
+            "timeout",
+            "review",
+            "before_review",
+        ):
             if getattr(task, name):
                 raise ValidationError(
                     f"Task '{task.description}' sets {name}, which HIERARCHICAL workflow does "

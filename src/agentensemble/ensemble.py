@@ -41,6 +41,8 @@ from agentensemble.observability._listeners import (
 )
 from agentensemble.options import RunOptions, check_length
 from agentensemble.phase import Phase
+from agentensemble.review import ReviewHandler, ReviewPolicy
+from agentensemble.review._handlers import check_handler
 from agentensemble.task import Task
 
 if TYPE_CHECKING:
@@ -85,6 +87,11 @@ class Ensemble:
     delegation_policies: Sequence[DelegationPolicy] = ()
     """Checks run before every delegation, in order, after the built-in guards: each returns
     `DelegationPolicyResult.allow()`, ``.reject(reason)`` or ``.modify(request)``."""
+    review_handler: ReviewHandler | None = None
+    """Who answers review gates, tool approvals and `human_input` questions
+    (``ReviewHandler.console()``, ``.auto_approve()``, or your own)."""
+    review_policy: ReviewPolicy | None = None
+    """When after-task gates fire for tasks without their own `review` (None: NEVER)."""
     max_concurrency: int | None = None
     """Most tasks of a run in flight at once, across phases (None: no limit)."""
     max_sync_threads: int = 32
@@ -153,6 +160,8 @@ class Ensemble:
         )
         set_(self, "inputs", check_inputs(self.inputs, "Ensemble inputs"))
         set_(self, "workflow", _check_workflow(self.workflow))
+        set_(self, "review_handler", check_handler(self.review_handler, "Ensemble review_handler"))
+        set_(self, "review_policy", _check_review_policy(self.review_policy))
         check_length(self.max_tool_output_length, "Ensemble max_tool_output_length")
         check_length(self.tool_log_truncate_length, "Ensemble tool_log_truncate_length")
         _check_settings(self)
@@ -205,6 +214,15 @@ def _check_workflow(workflow: object) -> Workflow | None:
         return Workflow[workflow.upper()]
     names = ", ".join(Workflow.__members__)
     raise ValidationError(f"Ensemble workflow must be one of [{names}], got: {workflow!r}")
+
+
+def _check_review_policy(policy: object) -> ReviewPolicy | None:
+    if policy is None or isinstance(policy, ReviewPolicy):
+        return policy
+    if isinstance(policy, str) and policy.upper() in ReviewPolicy.__members__:
+        return ReviewPolicy[policy.upper()]
+    names = ", ".join(ReviewPolicy.__members__)
+    raise ValidationError(f"Ensemble review_policy must be one of [{names}], got: {policy!r}")
 
 
 def _check_settings(ensemble: Ensemble) -> None:

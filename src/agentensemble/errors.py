@@ -40,6 +40,7 @@ __all__ = [
     "ParallelExecutionError",
     "PromptTemplateError",
     "RateLimitTimeoutError",
+    "ReviewTimeoutError",
     "TaskExecutionError",
     "ToolConfigurationError",
     "ToolExecutionError",
@@ -289,4 +290,23 @@ class ConstraintViolationError(AgentEnsembleError):
         super().__init__(message)
         self.violations = listed
         """One message per violated rule."""
+        self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
+
+
+class ReviewTimeoutError(AgentEnsembleError):
+    """A review gate whose `Review.on_timeout` is ``FAIL`` got no decision in time. Carries
+    every output the run completed; the task under review is not among them."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        task_description: str,
+        timeout: timedelta,
+        completed_outputs: Sequence[TaskOutput[Any]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.task_description = task_description
+        self.timeout = timeout
+        """How long the gate waited."""
         self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)

@@ -20,6 +20,7 @@ from agentensemble.models import (
     resolve_model,
 )
 from agentensemble.models._settings import check_settings
+from agentensemble.review import Review
 from agentensemble.tools._agent_tool import AgentTool
 from agentensemble.tools._resolve import check_tools
 
@@ -89,6 +90,11 @@ class Task(Generic[Out]):
     """Checks of the task's input, in order, before any model call."""
     output_guardrails: tuple[OutputGuardrail, ...]
     """Checks of the task's output (after structured parsing), in order."""
+    review: Review | None
+    """The gate after the task: `Review.required()` (or ``Review(...)``) always fires,
+    `Review.skip()` never does; None follows the ensemble's `review_policy`."""
+    before_review: Review | None
+    """A gate before the task starts (its Edit counts as Continue)."""
     output_spec: OutputSpec | None = field(init=False, repr=False)
     """`output_type` checked, with its schemas (None without an output type)."""
 
@@ -112,6 +118,8 @@ class Task(Generic[Out]):
         max_output_retries: int = ...,
         input_guardrails: Sequence[InputGuardrail] = ...,
         output_guardrails: Sequence[OutputGuardrail] = ...,
+        review: Review | None = ...,
+        before_review: Review | None = ...,
     ) -> None: ...
 
     @overload
@@ -134,6 +142,8 @@ class Task(Generic[Out]):
         max_output_retries: int = ...,
         input_guardrails: Sequence[InputGuardrail] = ...,
         output_guardrails: Sequence[OutputGuardrail] = ...,
+        review: Review | None = ...,
+        before_review: Review | None = ...,
     ) -> None: ...
 
     @overload
@@ -156,6 +166,8 @@ class Task(Generic[Out]):
         max_output_retries: int = ...,
         input_guardrails: Sequence[InputGuardrail] = ...,
         output_guardrails: Sequence[OutputGuardrail] = ...,
+        review: Review | None = ...,
+        before_review: Review | None = ...,
     ) -> None: ...
 
     def __init__(
@@ -177,6 +189,8 @@ class Task(Generic[Out]):
         max_output_retries: int = 3,
         input_guardrails: Sequence[InputGuardrail] = (),
         output_guardrails: Sequence[OutputGuardrail] = (),
+        review: Review | None = None,
+        before_review: Review | None = None,
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -224,6 +238,8 @@ class Task(Generic[Out]):
         set_(self, "max_output_retries", max_output_retries)
         set_(self, "input_guardrails", checked_input)
         set_(self, "output_guardrails", checked_output)
+        set_(self, "review", _check_review(review, "review"))
+        set_(self, "before_review", _check_review(before_review, "before_review"))
         set_(self, "output_spec", spec)
 
     @classmethod
@@ -282,6 +298,15 @@ def _check_handler(
         raise ValidationError(
             f"Task handler must be a callable or an AgentTool, got: {type(handler).__name__}"
         )
+
+
+def _check_review(review: object, field_name: str) -> Review | None:
+    if review is None or isinstance(review, Review):
+        return review
+    raise ValidationError(
+        f"Task {field_name} must be a Review (Review.required(), Review.skip() or "
+        f"Review(...)), got: {review!r}"
+    )
 
 
 def _check_output_type(output_type: Any) -> OutputSpec:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
 from agentensemble.execution._recorder import ResponseType, Turn
+from agentensemble.execution._review import reviewer_for
 from agentensemble.execution._tool_calls import answer_calls
 from agentensemble.models import (
     ChatModel,
@@ -29,7 +30,7 @@ from agentensemble.models import (
     SystemMessage,
     UserMessage,
 )
-from agentensemble.tools._context import Delegator
+from agentensemble.tools._context import Delegator, Reviewer
 from agentensemble.tools._resolve import NO_TOOLS, ToolSet
 
 if TYPE_CHECKING:
@@ -64,6 +65,8 @@ class AgentLoop:
     """The model, when it streams and someone listens to tokens."""
     delegator: Delegator | None = None
     """What `ToolContext.delegate` calls, when the agent may delegate."""
+    reviewer: Reviewer | None = None
+    """What `ToolContext.request_approval` calls, when the ensemble has a review handler."""
 
     @property
     def role(self) -> str:
@@ -132,6 +135,7 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
         model=model,
         tools=tools,
         delegator=team.delegator(state, mode) if team and mode and tools else None,
+        reviewer=reviewer_for(task, state.recorder) if tools else None,
         settings=planned.settings,
         limiter=planned.limiter,
         max_iterations=planned.agent.max_iterations,

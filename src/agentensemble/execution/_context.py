@@ -17,22 +17,25 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import NOTHING
 from agentensemble.enums import ContextFormat
+from agentensemble.execution._deadlines import Deadlines
 from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.outputs import TaskOutput
 from agentensemble.tools import ToolContext
-from agentensemble.tools._context import Delegator
+from agentensemble.tools._context import Delegator, Reviewer
 
 if TYPE_CHECKING:
     import asyncio
 
+    from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._delegation import Team
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.execution._review import RunReview
     from agentensemble.task import Task
 
-__all__ = ["RunContext", "RunLimiters", "RunOutputs", "TaskContext", "new_id"]
+__all__ = ["RunContext", "RunLimiters", "RunOutputs", "RunStop", "TaskContext", "new_id"]
 
 
 def new_id() -> str:
@@ -76,6 +79,26 @@ class RunOutputs:
     def by_task(self) -> dict[Task[Any], TaskOutput[Any]]:
         """A copy of the outputs keyed by task."""
         return dict(self._by_task)
+
+
+class RunStop:
+    """Whether the run is ending early (a reviewer exited, a review timed out with FAIL):
+    the first signal wins; executors start no task once it is set and let running ones
+    finish."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self) -> None:
+        self.signal: ControlFlowSignal | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    def request(self, signal: ControlFlowSignal) -> None:
+        """End the run early because of `signal` (unless it is already ending)."""
+        if self.signal is None:
+            self.signal = signal
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +155,9 @@ class RunContext:
     team: Team | None = None
     """Who tasks may delegate to, and under which rules (runs where an agent may delegate,
     and hierarchical runs)."""
+    review: RunReview | None = None
+    """The review handler and policy (runs whose ensemble has a `review_handler`)."""
+    stop: RunStop = field(default_factory=RunStop)
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -160,12 +186,22 @@ class TaskContext:
     """The delegating task's id, for a delegated task."""
     depth: int = 0
     """0 for a task of the ensemble, +1 per delegation."""
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    """The task's deadlines that stop while a person decides (a delegated worker's chain to
+    its caller's)."""
 
     def tool_context(
-        self, tool_call_id: str | None = None, delegator: Delegator | None = None
+        self,
+        tool_call_id: str | None = None,
+        delegator: Delegator | None = None,
+        *,
+        tool_name: str | None = None,
+        reviewer: Reviewer | None = None,
     ) -> ToolContext:
         """What `@tool` functions that ask for a `ToolContext` receive for one call."""
         return ToolContext(
+            tool_name=tool_name,
+            reviewer=reviewer,
             run_id=self.run.run_id,
             task_id=self.task_id,
             parent_task_id=self.parent_task_id,

@@ -20,6 +20,7 @@ from agentensemble.delegation._tools import DELEGATE
 from agentensemble.errors import PromptTemplateError, ValidationError
 from agentensemble.execution._agent_loop import run_agent_loop
 from agentensemble.execution._context import RunContext
+from agentensemble.execution._gates import after_review, before_review
 from agentensemble.execution._guardrails import check_input, check_output
 from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
 from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
@@ -43,12 +44,15 @@ from agentensemble.models import (
 from agentensemble.models._settings import merge_settings
 from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
 from agentensemble.observability._trace import LlmInteraction
+from agentensemble.review import Review, ReviewPolicy
+from agentensemble.review._rules import after_gate, before_gate
 from agentensemble.task import Task
 from agentensemble.tools._resolve import ToolSet
 
 __all__ = [
     "DelegationMode",
     "PlannedTask",
+    "ReviewRules",
     "SynthesisLog",
     "peer_tools",
     "plan_tasks",
@@ -88,15 +92,36 @@ class PlannedTask:
     """The run's rate-limit bucket for the task's model calls, if the run owns one."""
     delegates: DelegationMode | None = None
     """Whether (and how) the task's agent may delegate."""
+    before_start: tuple[TaskStep, ...] = ()
+    """What runs before the task starts (a before-review gate), outside its events."""
 
     @property
     def role(self) -> str:
         return self.agent.role if self.agent else DETERMINISTIC_ROLE
 
 
-def task_steps(task: Task[Any], agent: Agent | None) -> tuple[TaskStep, ...]:
+@dataclass(frozen=True, slots=True)
+class ReviewRules:
+    """Which gates the tasks of one workflow get, in a run with a review handler."""
+
+    policy: ReviewPolicy
+    in_order: bool
+    """The tasks run one after another (so the run's last task is reviewed last)."""
+
+    def after(self, task: Task[Any], index: int, total: int) -> Review | None:
+        return after_gate(task.review, self.policy, is_last=self.in_order and index == total)
+
+    def before(self, task: Task[Any]) -> tuple[TaskStep, ...]:
+        review = before_gate(task.before_review)
+        return (before_review(review),) if review is not None else ()
+
+
+def task_steps(
+    task: Task[Any], agent: Agent | None, *, review: Review | None = None
+) -> tuple[TaskStep, ...]:
     """The steps a task runs between its start and complete events (BEHAVIOUR 6.1 order);
-    each capability adds its own here, and only to the tasks that use it."""
+    each capability adds its own here, and only to the tasks that use it. `review`: the
+    gate after the task's output, if one fires."""
     typed = task.output_spec is not None
     steps: list[TaskStep | None] = [check_input if task.input_guardrails else None]
     if agent is None:
@@ -108,7 +133,11 @@ def task_steps(task: Task[Any], agent: Agent | None) -> tuple[TaskStep, ...]:
             run_agent_loop,
             parse_structured_output if typed else None,
         ]
-    steps += [check_output if task.output_guardrails else None, finish_output]
+    steps += [
+        check_output if task.output_guardrails else None,
+        after_review(review) if review is not None else None,
+        finish_output,
+    ]
     return tuple(step for step in steps if step is not None)
 
 
@@ -217,10 +246,13 @@ async def plan_tasks(
     synthesis: SynthesisLog,
     first_index: int = 1,
     total: int | None = None,
+    review: ReviewRules | None = None,
 ) -> tuple[PlannedTask, ...]:
     """Give each task (templates already resolved) its agent, synthesising one where the
-    task has none, and its steps. `llm` is the ensemble model."""
+    task has none, and its steps. `llm` is the ensemble model; `review` the gates' rules
+    (None: the run has no review handler)."""
     planned = []
+    count = total if total is not None else len(tasks)
     for index, (task, (description, expected)) in enumerate(
         zip(tasks, texts, strict=True), start=first_index
     ):
@@ -233,7 +265,7 @@ async def plan_tasks(
             PlannedTask(
                 source=task,
                 index=index,
-                total=total if total is not None else len(tasks),
+                total=count,
                 description=description,
                 expected_output=expected,
                 agent=agent,
@@ -242,10 +274,13 @@ async def plan_tasks(
                 )
                 if agent
                 else None,
-                steps=task_steps(task, agent),
+                steps=task_steps(
+                    task, agent, review=review.after(task, index, count) if review else None
+                ),
                 tools=peer_tools(agent) if agent else None,
                 limiter=run.limiters.for_task(task),
                 delegates="peer" if agent and agent.allow_delegation else None,
+                before_start=review.before(task) if review else (),
             )
         )
     return tuple(planned)

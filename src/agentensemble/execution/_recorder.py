@@ -23,6 +23,9 @@ from agentensemble.observability._events import (
     DelegationStartedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
+    ReviewDecidedEvent,
+    ReviewRequestedEvent,
+    ReviewTimedOutEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskInputEvent,
@@ -44,6 +47,7 @@ from agentensemble.tools import ToolResult
 if TYPE_CHECKING:
     from agentensemble.delegation import DelegationRequest, DelegationResponse
     from agentensemble.execution._context import TaskContext
+    from agentensemble.review import ReviewDecision, ReviewRequest
 
 __all__ = ["TaskRecorder", "Turn", "truncate_for_log"]
 
@@ -439,6 +443,65 @@ class TaskRecorder:
                 error=response.errors[0] if response.errors else None,
             )
         )
+
+    # ---- reviews ---------------------------------------------------------------------------
+
+    async def review_requested(self, request: ReviewRequest) -> None:
+        task_logger.info(
+            "Review %s requested (%s%s)",
+            request.review_id[:8],
+            request.timing.value,
+            f", tool '{request.tool_name}'" if request.tool_name else "",
+        )
+        if self.events.wants("on_review_requested"):
+            await self.events.emit(
+                ReviewRequestedEvent(
+                    review_id=request.review_id,
+                    task_description=request.task_description,
+                    task_output=request.task_output,
+                    timing=request.timing.value,
+                    timeout=request.timeout,
+                    on_timeout=request.on_timeout.value,
+                    prompt=request.prompt,
+                    required_role=request.required_role,
+                    tool_name=request.tool_name,
+                    ensemble_id=self.task.run.run_id,
+                    task_id=request.task_id,
+                )
+            )
+
+    async def review_decided(
+        self, request: ReviewRequest, decision: ReviewDecision, seconds: float
+    ) -> None:
+        task_logger.info("Review %s decided: %s", request.review_id[:8], decision.kind)
+        if self.events.wants("on_review_decided"):
+            await self.events.emit(
+                ReviewDecidedEvent(
+                    review_id=request.review_id,
+                    decision=decision.kind,
+                    revised_output=getattr(decision, "revised_output", None),
+                    duration=timedelta(seconds=seconds),
+                    ensemble_id=self.task.run.run_id,
+                    task_id=request.task_id,
+                )
+            )
+
+    async def review_timed_out(self, request: ReviewRequest, seconds: float) -> None:
+        task_logger.warning(
+            "Review %s got no decision in time: %s",
+            request.review_id[:8],
+            request.on_timeout.value,
+        )
+        if self.events.wants("on_review_timed_out"):
+            await self.events.emit(
+                ReviewTimedOutEvent(
+                    review_id=request.review_id,
+                    action=request.on_timeout.value,
+                    duration=timedelta(seconds=seconds),
+                    ensemble_id=self.task.run.run_id,
+                    task_id=request.task_id,
+                )
+            )
 
     # ---- the result ------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from agentensemble.execution._prompts import PromptSection, build_system_prompt,
 from agentensemble.observability._trace import PromptTrace
 
 if TYPE_CHECKING:
+    from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
     from agentensemble.outputs import TaskOutput
@@ -39,6 +40,9 @@ class TaskState:
     """The structured result, when there is one."""
     output: TaskOutput[Any] | None = None
     """Set by the last body step; later steps may replace it."""
+    stop: ControlFlowSignal | None = None
+    """Set by a step that lets the task complete and then ends the run (a reviewer's exit
+    after the task's output)."""
 
 
 TaskStep: TypeAlias = Callable[[TaskState], Awaitable[None]]

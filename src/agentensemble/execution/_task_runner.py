@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from agentensemble._control import ControlFlowSignal
 from agentensemble._logging import task_log_context
 from agentensemble.errors import AgentExecutionError, TaskExecutionError
 from agentensemble.execution._recorder import TaskRecorder
@@ -42,17 +43,21 @@ def context_outputs(
 async def run_task(task: TaskContext) -> TaskOutput[Any]:
     """Run the task's steps; fire start/complete/failed events. Failures are re-raised as is.
 
-    A task of the ensemble (depth 0) that completes is recorded in the run's outputs.
+    A task of the ensemble (depth 0) that completes is recorded in the run's outputs. Steps
+    before the start (a before-review gate) may end the run without the task starting; a
+    step may also let the task complete and then end the run (`TaskState.stop`).
     """
     planned = task.planned
     recorder = TaskRecorder(task)
     state = TaskState(task, recorder)
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
+        for step in planned.before_start:  # a gate may end the run before the task starts
+            await step(state)
         await recorder.task_started()
         try:
             await _run_steps(state)
-        except (Exception, asyncio.CancelledError) as error:  # cancelled: still an ending
-            await recorder.task_failed(error)
+        except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
+            await recorder.task_failed(error)  # cancelled or ended early: still an ending
             raise
         output = state.output
         if output is None:  # every step list ends with a step that sets it
@@ -60,6 +65,8 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
         if task.depth == 0:
             task.run.outputs.record(planned.source, output)
         await recorder.task_completed(output)
+    if state.stop is not None:
+        raise state.stop
     return output
 
 
@@ -73,8 +80,9 @@ async def _run_steps(state: TaskState) -> None:
         return
     try:
         async with asyncio.timeout(seconds) as deadline:
-            for step in planned.steps:
-                await step(state)
+            with state.task.deadlines.registered(deadline):
+                for step in planned.steps:
+                    await step(state)
     except TimeoutError:
         if not deadline.expired():
             raise

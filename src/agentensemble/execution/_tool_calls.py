@@ -109,8 +109,9 @@ async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Exec
     delegates = any(isinstance(loop.tools.by_name.get(c.name), DelegationTool) for c in calls)
     try:
         async with asyncio.timeout(None if delegates else TOOL_BATCH_TIMEOUT) as deadline:
-            async with asyncio.TaskGroup() as group:
-                running = [group.create_task(_execute(loop, call)) for call in calls]
+            with loop.task.deadlines.registered(deadline):
+                async with asyncio.TaskGroup() as group:
+                    running = [group.create_task(_execute(loop, call)) for call in calls]
     except BaseExceptionGroup as group_error:  # a call failed outside the tool's own code
         raise group_error.exceptions[0] from None
     except TimeoutError:
@@ -131,7 +132,10 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
     if tool is None:
         result = ToolResult.failure(f"Unknown tool '{call.name}'")
     else:
-        result = await tool.invoke(call.arguments, loop.task.tool_context(call.id, loop.delegator))
+        context = loop.task.tool_context(
+            call.id, loop.delegator, tool_name=call.name, reviewer=loop.reviewer
+        )
+        result = await tool.invoke(call.arguments, context)
     seconds = time.perf_counter() - started
     trace = await loop.recorder.tool_call_completed(call, result, started_at, seconds)
     return _Executed(result, trace)

@@ -25,6 +25,9 @@ __all__ = [
     "Event",
     "LlmIterationCompletedEvent",
     "LlmIterationStartedEvent",
+    "ReviewDecidedEvent",
+    "ReviewRequestedEvent",
+    "ReviewTimedOutEvent",
     "TaskCompleteEvent",
     "TaskFailedEvent",
     "TaskInputEvent",
@@ -304,6 +307,71 @@ class DelegationFailedEvent:
     type: Literal["delegation_failed"] = field(default="delegation_failed", init=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewRequestedEvent:
+    """A review gate (or a tool asking for approval or input) is waiting for a decision."""
+
+    review_id: str
+    """Unique per review in the run; the decision's event carries it too."""
+    task_description: str
+    task_output: str | None
+    """What is under review (None before a task starts)."""
+    timing: str
+    """``BEFORE_EXECUTION``, ``DURING_EXECUTION`` or ``AFTER_EXECUTION``."""
+    timeout: timedelta
+    """How long the run waits (0: forever)."""
+    on_timeout: str
+    """``CONTINUE``, ``EXIT_EARLY`` or ``FAIL``."""
+    prompt: str | None = None
+    required_role: str | None = None
+    tool_name: str | None = None
+    """The tool asking, for reviews during a task."""
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The task execution under review."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["review_requested"] = field(default="review_requested", init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewDecidedEvent:
+    """A reviewer decided."""
+
+    review_id: str
+    decision: str
+    """``CONTINUE``, ``EDIT`` or ``EXIT_EARLY``."""
+    revised_output: str | None
+    """The edited text, for ``EDIT``."""
+    duration: timedelta
+    """How long the decision took."""
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The task execution under review."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["review_decided"] = field(default="review_decided", init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewTimedOutEvent:
+    """Nobody decided in time; `action` (the review's on-timeout action) applies."""
+
+    review_id: str
+    action: str
+    """``CONTINUE``, ``EXIT_EARLY`` or ``FAIL``."""
+    duration: timedelta
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The task execution under review."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+    type: Literal["review_timed_out"] = field(default="review_timed_out", init=False)
+
+
 Event = (
     EnsembleStartedEvent
     | EnsembleCompletedEvent
@@ -318,5 +386,8 @@ Event = (
     | DelegationStartedEvent
     | DelegationCompletedEvent
     | DelegationFailedEvent
+    | ReviewRequestedEvent
+    | ReviewDecidedEvent
+    | ReviewTimedOutEvent
 )
 """Any lifecycle event."""

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
         Event,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
+        ReviewDecidedEvent,
+        ReviewRequestedEvent,
+        ReviewTimedOutEvent,
         TaskCompleteEvent,
         TaskFailedEvent,
         TaskInputEvent,
@@ -101,6 +104,15 @@ class EnsembleListener:
     def on_delegation_failed(self, event: DelegationFailedEvent) -> Any:
         """A delegation failed."""
 
+    def on_review_requested(self, event: ReviewRequestedEvent) -> Any:
+        """A review is waiting for a decision."""
+
+    def on_review_decided(self, event: ReviewDecidedEvent) -> Any:
+        """A reviewer decided."""
+
+    def on_review_timed_out(self, event: ReviewTimedOutEvent) -> Any:
+        """A review got no decision in time."""
+
     def on_event(self, event: Event) -> Any:
         """Any event (called after the event's own method)."""
 
@@ -119,6 +131,9 @@ METHOD_BY_TYPE = {
     "delegation_started": "on_delegation_started",
     "delegation_completed": "on_delegation_completed",
     "delegation_failed": "on_delegation_failed",
+    "review_requested": "on_review_requested",
+    "review_decided": "on_review_decided",
+    "review_timed_out": "on_review_timed_out",
 }
 """Listener method for each event `type`."""
 

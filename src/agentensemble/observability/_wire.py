@@ -23,6 +23,9 @@ if TYPE_CHECKING:
         Event,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
+        ReviewDecidedEvent,
+        ReviewRequestedEvent,
+        ReviewTimedOutEvent,
         TaskCompleteEvent,
         TaskFailedEvent,
         TaskInputEvent,
@@ -254,6 +257,43 @@ def _delegation_failed(event: DelegationFailedEvent) -> dict[str, Any]:
     }
 
 
+def _review_requested(event: ReviewRequestedEvent) -> dict[str, Any]:
+    return {
+        **_task_ids(event.task_id, None),
+        "reviewId": event.review_id,
+        "taskDescription": event.task_description,
+        "taskOutput": event.task_output or "",
+        "timing": event.timing,
+        "prompt": event.prompt,
+        "timeoutMs": _ms(event.timeout),
+        "onTimeout": event.on_timeout,
+        "requiredRole": event.required_role,
+        "toolName": event.tool_name,
+        "timestamp": _at(event.timestamp),
+    }
+
+
+def _review_decided(event: ReviewDecidedEvent) -> dict[str, Any]:
+    return {
+        **_task_ids(event.task_id, None),
+        "reviewId": event.review_id,
+        "decision": event.decision,
+        "revisedOutput": event.revised_output,
+        "durationMs": _ms(event.duration),
+        "timestamp": _at(event.timestamp),
+    }
+
+
+def _review_timed_out(event: ReviewTimedOutEvent) -> dict[str, Any]:
+    return {
+        **_task_ids(event.task_id, None),
+        "reviewId": event.review_id,
+        "action": event.action,
+        "durationMs": _ms(event.duration),
+        "timestamp": _at(event.timestamp),
+    }
+
+
 _BUILDERS: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     "ensemble_started": ("ensemble_started", _ensemble_started),
     "ensemble_completed": ("ensemble_completed", _ensemble_completed),
@@ -268,4 +308,7 @@ _BUILDERS: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     "delegation_started": ("delegation_started", _delegation_started),
     "delegation_completed": ("delegation_completed", _delegation_completed),
     "delegation_failed": ("delegation_failed", _delegation_failed),
+    "review_requested": ("review_requested", _review_requested),
+    "review_decided": ("review_decided", _review_decided),
+    "review_timed_out": ("review_timed_out", _review_timed_out),
 }

@@ -2,8 +2,10 @@
 
 Running tasks are never interrupted. Under FAIL_FAST a failure stops anything new from
 starting; under CONTINUE_ON_ERROR only the dependents of a failure (transitively) are
-skipped. Outputs come back in completion order. More tasks may be added while the graph
-runs (`DagRun.add`), from the `on_task_done` hook.
+skipped. When the run ends early (a reviewer's exit) nothing new starts either, and the
+early end is the run's outcome, whatever failed meanwhile. Outputs come back in
+completion order. More tasks may be added while the graph runs (`DagRun.add`), from the
+`on_task_done` hook.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentensemble._control import ControlFlowSignal
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
@@ -121,6 +124,8 @@ class DagRun:
         self._release(ready)
 
     def _should_skip(self, planned: PlannedTask) -> bool:
+        if self.run.stop.requested:  # ending early: nothing new starts
+            return True
         if self.strategy is ParallelErrorStrategy.FAIL_FAST:
             return bool(self.failures)
         return any(dependency in self.broken for dependency in planned.source.context)
@@ -162,6 +167,14 @@ class DagRun:
             output = await run_task(
                 TaskContext(run=self.run, planned=planned, context_outputs=context)
             )
+        except ControlFlowSignal as signal:  # the run ends early; running tasks finish
+            self.run.stop.request(signal)
+            reviewed = self.run.outputs.get(planned.source)  # a task may complete, then stop
+            if reviewed is not None:
+                self.outputs.append(reviewed)
+            else:
+                self.broken.add(planned.source)
+            return
         except Exception as error:
             self.failures.append((planned, error))
             self.broken.add(planned.source)
@@ -179,7 +192,7 @@ class DagRun:
         self.broken.add(planned.source)
 
     def _raise_failures(self) -> None:
-        if not self.failures:
+        if not self.failures or self.run.stop.requested:  # an early end wins (BEHAVIOUR 9.2)
             return
         completed = self.run.outputs.completed()
         if self.strategy is ParallelErrorStrategy.CONTINUE_ON_ERROR:

@@ -66,6 +66,9 @@ class PhaseExecutor:
             for before in item.phase.after:
                 await done[before].wait()
             try:
+                if run.stop.requested:
+                    logger.info("Phase '%s' skipped: the run is ending early", item.phase.name)
+                    return
                 if any(before in progress.broken for before in item.phase.after):
                     logger.info("Phase '%s' skipped: a phase it runs after failed", item.phase.name)
                     progress.broken.add(item.phase)

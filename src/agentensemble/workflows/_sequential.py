@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentensemble._control import ControlFlowSignal
 from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
@@ -17,7 +18,8 @@ __all__ = ["SequentialExecutor"]
 class SequentialExecutor:
     """Runs tasks in order; a failure raises `TaskExecutionError` carrying every output the
     run completed before it, except an `OutputParsingError`, which is raised as it is
-    (BEHAVIOUR 5.3) and carries them itself."""
+    (BEHAVIOUR 5.3) and carries them itself. A control-flow signal (a reviewer's exit)
+    stops it before the next task and is left to the run (`RunContext.stop`)."""
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
@@ -25,12 +27,19 @@ class SequentialExecutor:
         """Run `plan` in order; return its outputs."""
         outputs: list[TaskOutput[Any]] = []
         for planned in plan:
+            if run.stop.requested:  # the run is ending early: start nothing more
+                break
             context = context_outputs(planned, run.outputs, strict=True)
             try:
                 async with run.task_slot():
                     output = await run_task(
                         TaskContext(run=run, planned=planned, context_outputs=context)
                     )
+            except ControlFlowSignal as signal:
+                run.stop.request(signal)
+                reviewed = run.outputs.get(planned.source)  # a task may complete, then stop
+                outputs.extend([reviewed] if reviewed is not None else [])
+                break
             except OutputParsingError as error:
                 error.completed_outputs = run.outputs.completed()
                 raise

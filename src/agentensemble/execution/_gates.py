@@ -1,0 +1,76 @@
+"""Review gates as task steps (BEHAVIOUR 10): before a task starts and after its output.
+
+Gates of a run take turns; once the run is ending, a gate that has not asked yet passes
+without asking.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentensemble.execution._review import ask
+from agentensemble.execution._structured_output import check_handler_output
+from agentensemble.review import Review, ReviewDecision, ReviewRequest, ReviewTiming
+from agentensemble.review._model import Continue, Edit, ExitEarly
+from agentensemble.review._signals import ExitEarlyRequested
+
+if TYPE_CHECKING:
+    from agentensemble.execution._steps import TaskState, TaskStep
+
+__all__ = ["after_review", "before_review"]
+
+
+def before_review(review: Review) -> TaskStep:
+    """The gate before a task starts: ExitEarly ends the run without running it; an Edit
+    counts as Continue (there is no output yet)."""
+
+    async def before_review_gate(state: TaskState) -> None:
+        decision = await _gate(state, review, ReviewTiming.BEFORE_EXECUTION, None)
+        if isinstance(decision, ExitEarly):
+            raise ExitEarlyRequested(
+                f"Reviewer exited early before task '{state.task.planned.source.label}'",
+                timed_out=decision.timed_out,
+            )
+
+    return before_review_gate
+
+
+def after_review(review: Review) -> TaskStep:
+    """The gate after a task's output: an Edit replaces the output (a typed task's edit must
+    parse as its output type); ExitEarly keeps this task's output and ends the run."""
+
+    async def after_review_gate(state: TaskState) -> None:
+        decision = await _gate(state, review, ReviewTiming.AFTER_EXECUTION, state.raw)
+        if isinstance(decision, Edit):
+            state.raw = decision.revised_output
+            if state.task.planned.source.output_spec is not None:
+                state.parsed = None
+                await check_handler_output(state)
+        elif isinstance(decision, ExitEarly):
+            state.stop = ExitEarlyRequested(
+                f"Reviewer exited early after task '{state.task.planned.source.label}'",
+                timed_out=decision.timed_out,
+            )
+
+    return after_review_gate
+
+
+async def _gate(
+    state: TaskState, review: Review, timing: ReviewTiming, output: str | None
+) -> ReviewDecision:
+    run = state.task.run
+    if run.review is None:  # planning adds gates only to runs with a handler
+        raise AssertionError("review gate in a run without a review handler")
+    async with run.review.gate_turn:
+        if run.stop.requested:  # the run is ending: nobody is asked any more
+            return Continue()
+        request = ReviewRequest(
+            task_description=state.task.planned.description,
+            task_output=output,
+            timing=timing,
+            timeout=review.timeout,
+            on_timeout=review.on_timeout,
+            prompt=review.prompt,
+            required_role=review.required_role,
+        )
+        return await ask(state.task, state.recorder, request)

@@ -1,0 +1,36 @@
+"""Human in the loop: review gates before and after tasks, review policies, tool approvals.
+
+A `ReviewHandler` (``ReviewHandler.console()``, ``.auto_approve()``, or your own) answers
+each `ReviewRequest` with a `ReviewDecision`: Continue, Edit(revised_output) or ExitEarly.
+Gates are configured per task (``Task(review=Review.required(), before_review=...)``) and
+per ensemble (``Ensemble(review_handler=..., review_policy=ReviewPolicy.AFTER_EVERY_TASK)``).
+"""
+
+from agentensemble.errors import ReviewTimeoutError
+from agentensemble.review._console import ConsoleReviewHandler
+from agentensemble.review._handlers import AutoApproveHandler, ReviewHandler
+from agentensemble.review._model import (
+    DEFAULT_REVIEW_TIMEOUT,
+    OnTimeoutAction,
+    Review,
+    ReviewDecision,
+    ReviewPolicy,
+    ReviewRequest,
+    ReviewTiming,
+)
+from agentensemble.review._signals import ExitEarlyRequested
+
+__all__ = [
+    "DEFAULT_REVIEW_TIMEOUT",
+    "AutoApproveHandler",
+    "ConsoleReviewHandler",
+    "ExitEarlyRequested",
+    "OnTimeoutAction",
+    "Review",
+    "ReviewDecision",
+    "ReviewHandler",
+    "ReviewPolicy",
+    "ReviewRequest",
+    "ReviewTimeoutError",
+    "ReviewTiming",
+]

@@ -1,0 +1,236 @@
+"""`ConsoleReviewHandler`: a person at a terminal answers review requests.
+
+It reads its input stream without blocking the event loop (a file descriptor is watched by
+the loop; a stream without one is read in a worker thread), shows a countdown while it waits
+for the choice, and serialises its requests so that two gates never share the terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import sys
+import weakref
+from collections.abc import Awaitable
+from typing import IO
+
+from agentensemble.review._handlers import ReviewHandler, timeout_decision
+from agentensemble.review._model import (
+    Continue,
+    Edit,
+    ExitEarly,
+    ReviewDecision,
+    ReviewRequest,
+    ReviewTiming,
+)
+
+__all__ = ["ConsoleReviewHandler"]
+
+_RULE = "─" * 60
+_MULTILINE = '"""'
+_COUNTDOWN_TICK = 1.0
+
+
+class ConsoleReviewHandler(ReviewHandler):
+    """Shows each request and reads a decision: ``c`` or Enter continues, ``e`` then the
+    revised text edits (a line, or several between two ``\"\"\"`` lines), ``x`` exits early;
+    anything else continues. When the input is closed, the request's on-timeout action
+    applies at once. `input`/`output` default to the process's stdin/stdout."""
+
+    def __init__(self, *, input: IO[str] | None = None, output: IO[str] | None = None) -> None:
+        self.input = input
+        self.output = output
+        self._lines: _Lines | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def review(self, request: ReviewRequest) -> ReviewDecision:
+        async with self._lock():
+            out = self.output or sys.stdout
+            _show(out, request)
+            try:
+                return await self._decide(out, request)
+            except asyncio.CancelledError:
+                _write(out, f"\n  No decision in time: {request.on_timeout.value.lower()}.\n")
+                raise
+
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+    def _reader(self) -> _Lines:
+        stream = self.input or sys.stdin
+        if self._lines is None or self._lines.stream is not stream:
+            self._lines = _Lines(stream)
+        return self._lines
+
+    async def _decide(self, out: IO[str], request: ReviewRequest) -> ReviewDecision:
+        choice = await self._read(out, self._read_choice(out, request))
+        if choice is None:
+            _write(out, "  Input closed: nobody can answer.\n")
+            return timeout_decision(request)
+        answer = choice.strip().lower()
+        if answer in ("x", "exit"):
+            return ExitEarly()
+        if answer in ("e", "edit"):
+            return await self._read_edit(out, request)
+        if answer not in ("", "c", "continue"):
+            _write(out, f"  Unrecognised choice {choice.strip()!r}: continuing.\n")
+        return Continue()
+
+    async def _read(self, out: IO[str], reading: Awaitable[str | None]) -> str | None:
+        """A line the person typed; when the input does not echo (not a terminal), the
+        line break the terminal would have shown is written instead."""
+        line = await reading
+        if not _is_terminal(self.input or sys.stdin):
+            _write(out, "\n")
+        return line
+
+    async def _read_choice(self, out: IO[str], request: ReviewRequest) -> str | None:
+        prompt = f"  {_choices(request)} > "
+        seconds = request.timeout.total_seconds()
+        reading = asyncio.ensure_future(self._reader().readline())
+        try:
+            if not seconds or not _is_terminal(out):
+                wait = f" (no answer in {_clock(seconds)}: {_action(request)})" if seconds else ""
+                _write(out, f"  {_choices(request)}{wait} > ")
+                return await reading
+            deadline = asyncio.get_running_loop().time() + seconds
+            while True:
+                left = max(0.0, deadline - asyncio.get_running_loop().time())
+                countdown = f"{_clock(left)} until {_action(request)}"
+                _write(out, f"\r\x1b[K  [{countdown}] {prompt.strip()} ")
+                done, _ = await asyncio.wait({reading}, timeout=_COUNTDOWN_TICK)
+                if done:
+                    return reading.result()
+        finally:
+            reading.cancel()
+
+    async def _read_edit(self, out: IO[str], request: ReviewRequest) -> ReviewDecision:
+        what = "answer" if request.tool_name == "human_input" else "revised text"
+        _write(out, f'  Enter the {what} (one line, or several between two """ lines):\n  > ')
+        first = await self._read(out, self._reader().readline())
+        if first is None:
+            return Continue()
+        if first.strip() != _MULTILINE:
+            return Edit(first)
+        lines: list[str] = []
+        while (line := await self._reader().readline()) is not None:
+            if line.strip() == _MULTILINE:
+                break
+            lines.append(line)
+        return Edit("\n".join(lines))
+
+
+class _Lines:
+    """Lines of a text stream, read without blocking the event loop."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self._pending = ""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._closed = False
+
+    async def readline(self) -> str | None:
+        """The next line without its newline; None once the stream is closed."""
+        while "\n" not in self._pending and not self._closed:
+            chunk = await self._read()
+            self._closed = chunk == ""
+            self._pending += chunk
+        if not self._pending:
+            return None
+        line, _, self._pending = self._pending.partition("\n")
+        return line.rstrip("\r")
+
+    async def _read(self) -> str:
+        fd = _descriptor(self.stream)
+        if fd is not None:
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def wake() -> None:
+                if not ready.done():
+                    ready.set_result(None)
+
+            try:
+                loop.add_reader(fd, wake)
+            except (NotImplementedError, OSError, ValueError):  # not pollable: a thread reads
+                pass
+            else:
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(fd)
+                data = os.read(fd, 4096)
+                return self._decoder.decode(data, final=not data)
+        return await asyncio.to_thread(self.stream.readline)
+
+
+def _descriptor(stream: IO[str]) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _write(out: IO[str], text: str) -> None:
+    out.write(text)
+    out.flush()
+
+
+def _show(out: IO[str], request: ReviewRequest) -> None:
+    lines = ["", _RULE, f"  Review {_title(request)}", f"  Task: {request.task_description}"]
+    if request.prompt:
+        lines.append(f"  {request.prompt}")
+    if request.task_output is not None:
+        lines += [
+            f"  {_subject(request)}:",
+            *(f"    {line}" for line in request.task_output.splitlines()),
+        ]
+    lines.append(_RULE)
+    _write(out, "\n".join(lines) + "\n")
+
+
+def _title(request: ReviewRequest) -> str:
+    if request.timing is ReviewTiming.BEFORE_EXECUTION:
+        return "before the task starts"
+    if request.timing is ReviewTiming.AFTER_EXECUTION:
+        return "of the task's output"
+    if request.tool_name == "human_input":
+        return "— the agent has a question"
+    return f"— tool '{request.tool_name}' asks for approval"
+
+
+def _subject(request: ReviewRequest) -> str:
+    if request.timing is ReviewTiming.AFTER_EXECUTION:
+        return "Output"
+    return "Question" if request.tool_name == "human_input" else "Action"
+
+
+def _choices(request: ReviewRequest) -> str:
+    if request.timing is ReviewTiming.BEFORE_EXECUTION:
+        return "[c] continue  [x] exit early"
+    edit = "answer" if request.tool_name == "human_input" else "edit"
+    return f"[c] continue  [e] {edit}  [x] exit early"
+
+
+def _action(request: ReviewRequest) -> str:
+    return request.on_timeout.value.lower().replace("_", " ")
+
+
+def _clock(seconds: float) -> str:
+    whole = int(seconds + 0.999)
+    minutes, seconds_left = divmod(whole, 60)
+    return f"{minutes}:{seconds_left:02d}"

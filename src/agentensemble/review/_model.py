@@ -1,0 +1,218 @@
+"""What a review gate is: its configuration (`Review`), what it asks (`ReviewRequest`) and
+what a person answers (`ReviewDecision`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import ClassVar
+
+from agentensemble.errors import ValidationError
+
+__all__ = [
+    "DEFAULT_REVIEW_TIMEOUT",
+    "OnTimeoutAction",
+    "Review",
+    "ReviewDecision",
+    "ReviewPolicy",
+    "ReviewRequest",
+    "ReviewTiming",
+    "check_on_timeout",
+    "check_timeout",
+]
+
+DEFAULT_REVIEW_TIMEOUT = timedelta(minutes=5)
+"""How long a gate waits for a decision unless its `Review` says otherwise."""
+
+
+class ReviewPolicy(StrEnum):
+    """When after-execution gates fire for tasks that do not set `review` themselves."""
+
+    NEVER = "NEVER"
+    """Only tasks with ``review=Review.required()`` are reviewed (the default)."""
+    AFTER_EVERY_TASK = "AFTER_EVERY_TASK"
+    """Every task is reviewed, except those with ``review=Review.skip()``."""
+    AFTER_LAST_TASK = "AFTER_LAST_TASK"
+    """Only the run's last task is reviewed (sequential workflows)."""
+
+
+class ReviewTiming(StrEnum):
+    """When a review happens relative to the work it reviews."""
+
+    BEFORE_EXECUTION = "BEFORE_EXECUTION"
+    """Before a task starts (`Task.before_review`): there is no output yet."""
+    DURING_EXECUTION = "DURING_EXECUTION"
+    """While a task runs: a tool asks for approval or a person's input."""
+    AFTER_EXECUTION = "AFTER_EXECUTION"
+    """After a task produced its output (`Task.review`, `ReviewPolicy`)."""
+
+
+class OnTimeoutAction(StrEnum):
+    """What a gate does when nobody decides in time."""
+
+    CONTINUE = "CONTINUE"
+    """Go on as if approved."""
+    EXIT_EARLY = "EXIT_EARLY"
+    """End the run, keeping what completed (exit reason ``TIMEOUT``)."""
+    FAIL = "FAIL"
+    """Fail the run with `ReviewTimeoutError`, which carries what completed."""
+
+
+def check_on_timeout(value: object, owner: str) -> OnTimeoutAction:
+    """`value` as an `OnTimeoutAction` (its name is accepted too), else a ValidationError."""
+    if isinstance(value, OnTimeoutAction):
+        return value
+    if isinstance(value, str) and value.strip().upper() in OnTimeoutAction.__members__:
+        return OnTimeoutAction[value.strip().upper()]
+    if value is None:
+        raise ValidationError(f"{owner} on_timeout must not be None")
+    raise ValidationError(
+        f"{owner} on_timeout must be an OnTimeoutAction (CONTINUE, EXIT_EARLY or FAIL), "
+        f"got: {value!r}"
+    )
+
+
+def check_timeout(value: object, owner: str) -> timedelta:
+    """`value` (a timedelta or seconds) as a non-negative timedelta, else a ValidationError."""
+    if value is None:
+        raise ValidationError(f"{owner} timeout must not be None (0 waits forever)")
+    if isinstance(value, timedelta):
+        duration = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        duration = timedelta(seconds=value)
+    else:
+        raise ValidationError(
+            f"{owner} timeout must be a timedelta or a number of seconds, got: {value!r}"
+        )
+    if duration < timedelta(0):
+        raise ValidationError(f"{owner} timeout must not be negative, got: {value!r}")
+    return duration
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Review:
+    """How a review gate behaves: `Review.required()`, `Review.skip()` or ``Review(...)``.
+
+    ``Review(timeout=..., on_timeout=..., prompt=..., required_role=...)`` is a gate that
+    fires; `timeout` is a timedelta or seconds (0 waits forever), `on_timeout` what happens
+    when nobody decides in time, `prompt` what the reviewer is asked, and `required_role`
+    who may decide (the dashboard shows the review read-only to others).
+    """
+
+    enabled: bool
+    """False for `Review.skip()`: no gate, even when the ensemble's policy would fire one."""
+    timeout: timedelta
+    """How long to wait for a decision; ``timedelta(0)`` waits forever."""
+    on_timeout: OnTimeoutAction
+    prompt: str | None
+    """What the reviewer is asked (None: the handler's default wording)."""
+    required_role: str | None
+
+    def __init__(
+        self,
+        *,
+        timeout: timedelta | float = DEFAULT_REVIEW_TIMEOUT,
+        on_timeout: OnTimeoutAction | str = OnTimeoutAction.EXIT_EARLY,
+        prompt: str | None = None,
+        required_role: str | None = None,
+    ) -> None:
+        if prompt is not None and not isinstance(prompt, str):
+            raise ValidationError(f"Review prompt must be a string, got: {prompt!r}")
+        if required_role is not None and (
+            not isinstance(required_role, str) or not required_role.strip()
+        ):
+            raise ValidationError(
+                f"Review required_role must not be blank when set, got: {required_role!r}"
+            )
+        set_ = object.__setattr__
+        set_(self, "enabled", True)
+        set_(self, "timeout", check_timeout(timeout, "Review"))
+        set_(self, "on_timeout", check_on_timeout(on_timeout, "Review"))
+        set_(self, "prompt", prompt)
+        set_(self, "required_role", required_role)
+
+    @classmethod
+    def required(cls, prompt: str | None = None) -> Review:
+        """A gate that always fires: 5-minute timeout, then exit early."""
+        return cls(prompt=prompt)
+
+    @classmethod
+    def skip(cls) -> Review:
+        """No gate for this task, whatever the ensemble's `ReviewPolicy` says."""
+        review = cls()
+        object.__setattr__(review, "enabled", False)
+        return review
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewRequest:
+    """What a `ReviewHandler` is asked to decide."""
+
+    task_description: str
+    task_output: str | None
+    """The output under review (None before execution); for a tool approval, what the tool
+    is about to do; for `human_input`, the agent's question."""
+    timing: ReviewTiming
+    timeout: timedelta
+    """How long the run waits for the decision (``timedelta(0)``: forever). The engine
+    enforces it; a handler may show a countdown."""
+    on_timeout: OnTimeoutAction
+    prompt: str | None = None
+    required_role: str | None = None
+    review_id: str = ""
+    """Unique per review in the run; events about this review carry it."""
+    task_id: str = ""
+    """The task execution under review (``task_id`` on its task events)."""
+    tool_name: str | None = None
+    """The tool asking, for reviews during execution."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewDecision:
+    """A reviewer's answer: ``ReviewDecision.Continue()``, ``ReviewDecision.Edit(text)`` or
+    ``ReviewDecision.ExitEarly()``. Match on them with ``case ReviewDecision.Edit(text):``."""
+
+    Continue: ClassVar[type[Continue]]
+    Edit: ClassVar[type[Edit]]
+    ExitEarly: ClassVar[type[ExitEarly]]
+    kind: ClassVar[str] = ""
+    """``CONTINUE``, ``EDIT`` or ``EXIT_EARLY``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continue(ReviewDecision):
+    """Approve: the work goes on unchanged."""
+
+    kind: ClassVar[str] = "CONTINUE"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit(ReviewDecision):
+    """Replace the output under review (or a tool's input) with `revised_output`. Before a
+    task runs there is nothing to edit, and an Edit counts as Continue."""
+
+    revised_output: str
+    kind: ClassVar[str] = "EDIT"
+
+    def __post_init__(self) -> None:
+        if self.revised_output is None:
+            raise ValidationError("ReviewDecision.Edit revised_output must not be None")
+        if not isinstance(self.revised_output, str):
+            raise ValidationError(
+                f"ReviewDecision.Edit revised_output must be a string, got: {self.revised_output!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ExitEarly(ReviewDecision):
+    """Stop the run, keeping every output completed so far. `timed_out` marks a decision
+    made because nobody answered (the run's exit reason is then ``TIMEOUT``)."""
+
+    timed_out: bool = False
+    kind: ClassVar[str] = "EXIT_EARLY"
+
+
+ReviewDecision.Continue = Continue
+ReviewDecision.Edit = Edit
+ReviewDecision.ExitEarly = ExitEarly
