@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentensemble._control import ControlFlowSignal
 from agentensemble.execution._review import ask
 from agentensemble.execution._structured_output import check_handler_output
 from agentensemble.review import Review, ReviewDecision, ReviewRequest, ReviewTiming
@@ -25,12 +26,9 @@ def before_review(review: Review) -> TaskStep:
     counts as Continue (there is no output yet)."""
 
     async def before_review_gate(state: TaskState) -> None:
-        decision = await _gate(state, review, ReviewTiming.BEFORE_EXECUTION, None)
-        if isinstance(decision, ExitEarly):
-            raise ExitEarlyRequested(
-                f"Reviewer exited early before task '{state.task.planned.source.label}'",
-                timed_out=decision.timed_out,
-            )
+        _, stop = await _gate(state, review, ReviewTiming.BEFORE_EXECUTION, None)
+        if stop is not None:
+            raise stop
 
     return before_review_gate
 
@@ -40,30 +38,27 @@ def after_review(review: Review) -> TaskStep:
     parse as its output type); ExitEarly keeps this task's output and ends the run."""
 
     async def after_review_gate(state: TaskState) -> None:
-        decision = await _gate(state, review, ReviewTiming.AFTER_EXECUTION, state.raw)
+        decision, state.stop = await _gate(state, review, ReviewTiming.AFTER_EXECUTION, state.raw)
         if isinstance(decision, Edit):
             state.raw = decision.revised_output
             if state.task.planned.source.output_spec is not None:
                 state.parsed = None
                 await check_handler_output(state)
-        elif isinstance(decision, ExitEarly):
-            state.stop = ExitEarlyRequested(
-                f"Reviewer exited early after task '{state.task.planned.source.label}'",
-                timed_out=decision.timed_out,
-            )
 
     return after_review_gate
 
 
 async def _gate(
     state: TaskState, review: Review, timing: ReviewTiming, output: str | None
-) -> ReviewDecision:
+) -> tuple[ReviewDecision, ControlFlowSignal | None]:
+    """The decision, and the signal that ends the run when it is an exit. The run is told to
+    stop before the next gate's turn, so that no later gate asks anyone."""
     run = state.task.run
     if run.review is None:  # planning adds gates only to runs with a handler
         raise AssertionError("review gate in a run without a review handler")
     async with run.review.gate_turn:
         if run.stop.requested:  # the run is ending: nobody is asked any more
-            return Continue()
+            return Continue(), None
         request = ReviewRequest(
             task_description=state.task.planned.description,
             task_output=output,
@@ -73,4 +68,17 @@ async def _gate(
             prompt=review.prompt,
             required_role=review.required_role,
         )
-        return await ask(state.task, state.recorder, request)
+        try:
+            decision = await ask(state.task, state.recorder, request)
+        except ControlFlowSignal as signal:  # a timeout with FAIL
+            run.stop.request(signal)
+            raise
+        if not isinstance(decision, ExitEarly):
+            return decision, None
+        when = "before" if timing is ReviewTiming.BEFORE_EXECUTION else "after"
+        stop = ExitEarlyRequested(
+            f"Reviewer exited early {when} task '{state.task.planned.source.label}'",
+            timed_out=decision.timed_out,
+        )
+        run.stop.request(stop)
+        return decision, stop
