@@ -28,7 +28,13 @@ from agentensemble import (
     tool_call,
 )
 from agentensemble.models import Message, ToolSpec
-from agentensemble.observability import Event, serialize_event
+from agentensemble.observability import (
+    Event,
+    ReviewDecidedEvent,
+    ReviewRequestedEvent,
+    ReviewTimedOutEvent,
+    serialize_event,
+)
 from agentensemble.observability._listeners import METHOD_BY_TYPE
 
 
@@ -93,8 +99,26 @@ def delegation_events() -> list[Event]:
     ]
 
 
+def review_events() -> list[Event]:
+    common: dict[str, Any] = {"review_id": "r1", "ensemble_id": "run", "task_id": "t1"}
+    return [
+        ReviewRequestedEvent(
+            task_description="Write",
+            task_output=None,
+            timing="BEFORE_EXECUTION",
+            timeout=timedelta(minutes=5),
+            on_timeout="EXIT_EARLY",
+            **common,
+        ),
+        ReviewDecidedEvent(
+            decision="EDIT", revised_output="better", duration=timedelta(seconds=2), **common
+        ),
+        ReviewTimedOutEvent(action="CONTINUE", duration=timedelta(minutes=5), **common),
+    ]
+
+
 def test_every_event_type_serializes_to_json_and_back() -> None:
-    events = [*events_of_a_real_run(), *delegation_events()]
+    events = [*events_of_a_real_run(), *delegation_events(), *review_events()]
     assert {event.type for event in events} == set(METHOD_BY_TYPE)  # every type is covered
     for event in events:
         message = serialize_event(event)

@@ -100,7 +100,7 @@ async def test_exit_early_typed_by_a_person_is_not_a_timeout() -> None:
     assert decision.timed_out is False
 
 
-@pytest.mark.parametrize("typed", ["maybe\n", "y\n", "quit\n"])
+@pytest.mark.parametrize("typed", ["maybe\n", "y\n", "quit\n"], ids=["maybe", "y", "quit"])
 async def test_an_unrecognised_choice_continues_and_says_so(typed: str) -> None:
     decision, shown = await answer(typed)
 
