@@ -156,6 +156,30 @@ async def test_a_closed_input_with_fail_raises_review_timed_out() -> None:
 # --- what the console shows ----------------------------------------------------------------
 
 
+async def test_edit_is_not_a_choice_before_a_task_starts() -> None:
+    decision, shown = await answer("e\nsome text\n", request(timing=ReviewTiming.BEFORE_EXECUTION))
+    assert decision == ReviewDecision.Continue()
+    assert "Unrecognised choice 'e'" in shown
+    assert "Enter the revised text" not in shown
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        pytest.param("e\n", ReviewDecision.ExitEarly(timed_out=True), id="closed-after-e"),
+        pytest.param(
+            'e\n"""\nhalf a haiku\n', ReviewDecision.ExitEarly(timed_out=True), id="unclosed"
+        ),
+        pytest.param("e\n\n", ReviewDecision.Continue(), id="empty-edit-keeps-output"),
+    ],
+)
+async def test_an_edit_that_is_never_confirmed_changes_nothing(
+    typed: str, expected: ReviewDecision
+) -> None:
+    decision, _ = await answer(typed)
+    assert decision == expected
+
+
 async def test_the_console_shows_the_task_the_prompt_the_output_and_the_choices() -> None:
     review = request(task_output="an old pond\na frog jumps in")
 
@@ -356,7 +380,8 @@ def test_a_person_at_a_terminal_edits_the_output() -> None:
     with terminal(CHILD) as tty:
         tty.expect(r"Task: Write a haiku")
         tty.expect(r"an old pond")
-        tty.expect(r"until exit early\] \[c\] continue  \[e\] edit  \[x\] exit early > ")
+        tty.expect(r"\[c\] continue  \[e\] edit  \[x\] exit early > ")
+        tty.expect(r"\x1b\[1A\r\x1b\[K  \[\d:\d\d until exit early\]\x1b8")  # the line above
         tty.type("e\r")
         tty.expect(r"Enter the revised text")
         tty.type("revised by a person\r")

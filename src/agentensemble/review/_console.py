@@ -34,9 +34,13 @@ _COUNTDOWN_TICK = 1.0
 
 class ConsoleReviewHandler(ReviewHandler):
     """Shows each request and reads a decision: ``c`` or Enter continues, ``e`` then the
-    revised text edits (a line, or several between two ``\"\"\"`` lines), ``x`` exits early;
-    anything else continues. When the input is closed, the request's on-timeout action
-    applies at once. `input`/`output` default to the process's stdin/stdout."""
+    revised text edits (a line, or several between two ``\"\"\"`` lines; an empty line keeps
+    the output), ``x`` exits early; anything else continues. When the input is closed, the
+    request's on-timeout action applies at once. In a terminal a countdown shows on the
+    line above the prompt. `input`/`output` default to the process's stdin/stdout.
+
+    A stream that is not a terminal is read in a worker thread: if a review times out while
+    that thread waits, the line it then reads is lost."""
 
     def __init__(self, *, input: IO[str] | None = None, output: IO[str] | None = None) -> None:
         self.input = input
@@ -72,12 +76,11 @@ class ConsoleReviewHandler(ReviewHandler):
     async def _decide(self, out: IO[str], request: ReviewRequest) -> ReviewDecision:
         choice = await self._read(out, self._read_choice(out, request))
         if choice is None:
-            _write(out, "  Input closed: nobody can answer.\n")
-            return timeout_decision(request)
+            return _closed(out, request)
         answer = choice.strip().lower()
         if answer in ("x", "exit"):
             return ExitEarly()
-        if answer in ("e", "edit"):
+        if answer in ("e", "edit") and _can_edit(request):
             return await self._read_edit(out, request)
         if answer not in ("", "c", "continue"):
             _write(out, f"  Unrecognised choice {choice.strip()!r}: continuing.\n")
@@ -92,19 +95,21 @@ class ConsoleReviewHandler(ReviewHandler):
         return line
 
     async def _read_choice(self, out: IO[str], request: ReviewRequest) -> str | None:
-        prompt = f"  {_choices(request)} > "
         seconds = request.timeout.total_seconds()
+        if not seconds or not _is_terminal(out):
+            wait = f" (no answer in {_clock(seconds)}: {_action(request)})" if seconds else ""
+            _write(out, f"  {_choices(request)}{wait} > ")
+            return await self._reader().readline()
+        # The countdown lives on the line above the prompt, so that updating it never
+        # touches what the person is typing (save the cursor, go up, rewrite, come back).
+        _write(out, f"\n  {_choices(request)} > ")
+        deadline = asyncio.get_running_loop().time() + seconds
         reading = asyncio.ensure_future(self._reader().readline())
         try:
-            if not seconds or not _is_terminal(out):
-                wait = f" (no answer in {_clock(seconds)}: {_action(request)})" if seconds else ""
-                _write(out, f"  {_choices(request)}{wait} > ")
-                return await reading
-            deadline = asyncio.get_running_loop().time() + seconds
             while True:
                 left = max(0.0, deadline - asyncio.get_running_loop().time())
-                countdown = f"{_clock(left)} until {_action(request)}"
-                _write(out, f"\r\x1b[K  [{countdown}] {prompt.strip()} ")
+                countdown = f"  [{_clock(left)} until {_action(request)}]"
+                _write(out, f"\x1b7\x1b[1A\r\x1b[K{countdown}\x1b8")
                 done, _ = await asyncio.wait({reading}, timeout=_COUNTDOWN_TICK)
                 if done:
                     return reading.result()
@@ -116,31 +121,43 @@ class ConsoleReviewHandler(ReviewHandler):
         _write(out, f'  Enter the {what} (one line, or several between two """ lines):\n  > ')
         first = await self._read(out, self._reader().readline())
         if first is None:
+            return _closed(out, request)
+        if not first.strip():
+            _write(out, "  Nothing entered: continuing without an edit.\n")
             return Continue()
         if first.strip() != _MULTILINE:
             return Edit(first)
         lines: list[str] = []
-        while (line := await self._reader().readline()) is not None:
+        while True:
+            _write(out, "  > ")
+            line = await self._read(out, self._reader().readline())
+            if line is None:  # closed before the closing quotes: nothing was confirmed
+                return _closed(out, request)
             if line.strip() == _MULTILINE:
-                break
+                return Edit("\n".join(lines))
             lines.append(line)
-        return Edit("\n".join(lines))
 
 
 class _Lines:
-    """Lines of a text stream, read without blocking the event loop."""
+    """Lines of a text stream, read without blocking the event loop.
+
+    A terminal is watched by the event loop and read directly (a line at a time arrives
+    once the person presses Enter); any other stream is read in a worker thread through the
+    stream itself, so that text it has already buffered is not skipped.
+    """
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self._pending = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._closed = False
 
     async def readline(self) -> str | None:
-        """The next line without its newline; None once the stream is closed."""
-        while "\n" not in self._pending and not self._closed:
+        """The next line without its line break; None at the end of the input (Ctrl-D at a
+        terminal ends only the current read)."""
+        while "\n" not in self._pending:
             chunk = await self._read()
-            self._closed = chunk == ""
+            if not chunk:
+                break
             self._pending += chunk
         if not self._pending:
             return None
@@ -148,7 +165,7 @@ class _Lines:
         return line.rstrip("\r")
 
     async def _read(self) -> str:
-        fd = _descriptor(self.stream)
+        fd = _descriptor(self.stream) if _is_terminal(self.stream) else None
         if fd is not None:
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[None] = loop.create_future()
@@ -169,6 +186,16 @@ class _Lines:
                 data = os.read(fd, 4096)
                 return self._decoder.decode(data, final=not data)
         return await asyncio.to_thread(self.stream.readline)
+
+
+def _closed(out: IO[str], request: ReviewRequest) -> ReviewDecision:
+    """The input ended: nobody can answer, so the request's on-timeout action applies."""
+    _write(out, "  Input closed: nobody can answer.\n")
+    return timeout_decision(request)
+
+
+def _can_edit(request: ReviewRequest) -> bool:
+    return request.timing is not ReviewTiming.BEFORE_EXECUTION
 
 
 def _descriptor(stream: IO[str]) -> int | None:
@@ -220,7 +247,7 @@ def _subject(request: ReviewRequest) -> str:
 
 
 def _choices(request: ReviewRequest) -> str:
-    if request.timing is ReviewTiming.BEFORE_EXECUTION:
+    if not _can_edit(request):
         return "[c] continue  [x] exit early"
     edit = "answer" if request.tool_name == "human_input" else "edit"
     return f"[c] continue  [e] {edit}  [x] exit early"
