@@ -65,3 +65,30 @@ def test_verbose_ensembles_show_progress(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err
     assert "● [1/1] Agent: Say hi" in err
     assert "■ completed in" in err
+
+
+def test_reviews_show_while_they_wait_and_once_decided() -> None:
+    from datetime import timedelta
+
+    from agentensemble import Review, ReviewDecision, ReviewHandler, ReviewRequest
+    from tests.review.helpers import Silent
+
+    class Editor(ReviewHandler):
+        async def review(self, request: ReviewRequest) -> ReviewDecision:
+            return ReviewDecision.Edit("better")
+
+    stream = io.StringIO()
+    for handler, review in (
+        (Editor(), Review.required()),
+        (Silent(), Review(timeout=timedelta(milliseconds=5), on_timeout="CONTINUE")),
+    ):
+        Ensemble(
+            tasks=[Task("Write a note", review=review)],
+            llm=ScriptedModel(["note"]),
+            listeners=[ConsoleProgress(stream, rich=True)],
+            review_handler=handler,
+        ).run()
+    text = stream.getvalue()
+    assert text.count("⏸ review (after execution): waiting for a decision") == 2
+    assert "▶ review: edit" in text
+    assert "▶ review: no decision in time, continue" in text

@@ -14,6 +14,9 @@ from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     LlmIterationCompletedEvent,
+    ReviewDecidedEvent,
+    ReviewRequestedEvent,
+    ReviewTimedOutEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskStartEvent,
@@ -125,6 +128,31 @@ class ConsoleProgress(EnsembleListener):
             f"{_short(event.failure_reason, 80)}",
             "yellow",
         )
+
+    async def on_review_requested(self, event: ReviewRequestedEvent) -> None:
+        """Show a review waiting; the status line stops so a console reviewer has the
+        terminal to itself."""
+        if self._status is not None:
+            self._status.stop()
+        subject = f"tool '{event.tool_name}'" if event.tool_name else event.timing.lower()
+        self._line(f"  ⏸ review ({subject.replace('_', ' ')}): waiting for a decision", "blue")
+
+    async def on_review_decided(self, event: ReviewDecidedEvent) -> None:
+        """Show the decision and resume the status line."""
+        self._line(f"  ▶ review: {event.decision.lower().replace('_', ' ')}", "blue")
+        self._resume_status()
+
+    async def on_review_timed_out(self, event: ReviewTimedOutEvent) -> None:
+        """Show the timeout's action and resume the status line."""
+        self._line(
+            f"  ▶ review: no decision in time, {event.action.lower().replace('_', ' ')}",
+            "yellow",
+        )
+        self._resume_status()
+
+    def _resume_status(self) -> None:
+        if self._status is not None:
+            self._status.start()
 
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         """Show a finished task and the totals so far."""
