@@ -1,5 +1,7 @@
 """agentensemble: orchestrate teams of LLM agents."""
 
+import typing as _typing
+
 from agentensemble._quick import arun, run
 from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
@@ -116,7 +118,19 @@ from agentensemble.review import (
     ReviewTiming,
 )
 from agentensemble.task import Task
-from agentensemble.tools import AgentTool, HumanInputTool, ToolContext, ToolResult, tool
+from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
+
+if _typing.TYPE_CHECKING:
+    from agentensemble.tools import HumanInputTool
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name == "HumanInputTool":  # loads on first use
+        from agentensemble.tools import _human_input
+
+        return _human_input.HumanInputTool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Agent",

@@ -6,8 +6,9 @@ Gates are configured per task (``Task(review=Review.required(), before_review=..
 per ensemble (``Ensemble(review_handler=..., review_policy=ReviewPolicy.AFTER_EVERY_TASK)``).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agentensemble.errors import ReviewTimeoutError
-from agentensemble.review._console import ConsoleReviewHandler
 from agentensemble.review._handlers import AutoApproveHandler, ReviewHandler
 from agentensemble.review._model import (
     DEFAULT_REVIEW_TIMEOUT,
@@ -34,3 +35,14 @@ __all__ = [
     "ReviewTimeoutError",
     "ReviewTiming",
 ]
+
+if TYPE_CHECKING:
+    from agentensemble.review._console import ConsoleReviewHandler
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ConsoleReviewHandler":  # loads on first use (it needs asyncio)
+        from agentensemble.review._console import ConsoleReviewHandler
+
+        return ConsoleReviewHandler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
