@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["NOTHING", "call_user_code", "sync_pool"]
+__all__ = ["NOTHING", "call_user_code", "start_daemon_call", "sync_pool"]
 
 
 class _Nothing(contextlib.AbstractAsyncContextManager[None]):
@@ -91,3 +91,27 @@ async def call_user_code(
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def start_daemon_call(function: Callable[..., Any], /, *args: Any) -> Future[Any]:
+    """Run `function` in a daemon thread of its own and return its future at once.
+
+    For sync code that may block for as long as a person takes (a review handler reading
+    input): abandoning the future (a timeout, a cancelled run) leaves the thread to finish
+    on its own, without holding a pool slot or the interpreter's exit.
+    """
+    import threading
+    from concurrent.futures import Future
+
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()  # running: cancelling a waiter never cancels it
+    call = functools.partial(contextvars.copy_context().run, function, *args)
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as error:  # delivered to whoever still waits
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="agentensemble-review", daemon=True).start()
+    return future

@@ -533,3 +533,165 @@ def test_review_events_carry_the_request_and_go_on_the_wire() -> None:
     assert requested["onTimeout"] == "EXIT_EARLY"
     assert requested["requiredRole"] == "editor"
     assert decided["decision"] == "CONTINUE"
+
+
+# ---- reviews take turns, and an exit holds for every task not yet started -----------------
+
+
+async def test_a_task_waiting_at_its_before_gate_does_not_start_after_an_exit() -> None:
+    sibling_ran = asyncio.Event()
+
+    async def sibling(context: object) -> str:
+        sibling_ran.set()
+        return "sibling"
+
+    class ExitWhenTheSiblingRan(Scripted):
+        async def review(self, request: ReviewRequest) -> ReviewDecision:
+            self.requests.append(request)
+            await sibling_ran.wait()  # meanwhile the other gate queued for its turn
+            return ReviewDecision.ExitEarly()
+
+    handler, model = ExitWhenTheSiblingRan(approve), echo_model()
+    output = await Ensemble(
+        tasks=[
+            Task("a", before_review=Review.required()),
+            Task("b", before_review=Review.required()),
+            Task("sibling", handler=sibling),
+        ],
+        llm=model,
+        workflow=Workflow.PARALLEL,
+        review_handler=handler,
+    ).arun()
+    assert output.exit_reason is ExitReason.USER_EXIT_EARLY
+    assert len(handler.requests) == 1
+    assert not model.requests  # neither gated task started
+    assert [done.raw for done in output.task_outputs] == ["sibling"]
+
+
+def test_waiting_for_another_review_does_not_count_against_the_task_timeout() -> None:
+    from agentensemble.review import ReviewHandler
+
+    tasks = [Task(name, timeout=0.05, review=Review.required()) for name in ("a", "b")]
+    output = Ensemble(
+        tasks=tasks,
+        llm=echo_model(),
+        workflow=Workflow.PARALLEL,
+        review_handler=ReviewHandler.auto_approve_with_delay(0.2),  # a slow person
+    ).run()
+    assert output.exit_reason is ExitReason.COMPLETED
+    assert len(output.task_outputs) == 2
+
+
+async def test_a_review_timeout_starts_once_the_review_has_its_turn() -> None:
+    first_review_began = asyncio.Event()
+
+    async def after_the_first_review_began(context: object) -> str:
+        await first_review_began.wait()
+        return "b"
+
+    class SlowOnTheFirst(Scripted):
+        async def review(self, request: ReviewRequest) -> ReviewDecision:
+            self.requests.append(request)
+            if request.task_description == "a":
+                first_review_began.set()
+                await asyncio.sleep(0.2)  # a person thinking; "b" queues meanwhile
+            return CONTINUE
+
+    handler = SlowOnTheFirst(approve)
+    output = await Ensemble(
+        tasks=[
+            Task("a", handler=lambda context: "a", review=Review(timeout=5)),
+            Task("b", handler=after_the_first_review_began, review=Review(timeout=0.05)),
+        ],
+        workflow=Workflow.PARALLEL,
+        review_handler=handler,
+    ).arun()
+    assert output.exit_reason is ExitReason.COMPLETED  # "b" was asked, not timed out
+    assert handler.reviewed() == ["a", "b"]
+
+
+def test_in_phases_an_exit_wins_over_a_failure_too() -> None:
+    sibling_ran = asyncio.Event()
+
+    async def broken(context: object) -> str:
+        sibling_ran.set()
+        raise RuntimeError("broken")
+
+    class ExitOnceItBroke(Scripted):
+        async def review(self, request: ReviewRequest) -> ReviewDecision:
+            self.requests.append(request)
+            await sibling_ran.wait()
+            return ReviewDecision.ExitEarly()
+
+    phase = Phase(
+        "only",
+        [Task("a", review=Review.required()), Task("boom", handler=broken)],
+        workflow=Workflow.PARALLEL,
+    )
+    output = Ensemble(
+        phases=[phase],
+        llm=echo_model(),
+        parallel_error_strategy=ParallelErrorStrategy.CONTINUE_ON_ERROR,
+        review_handler=ExitOnceItBroke(approve),
+    ).run()
+    assert output.exit_reason is ExitReason.USER_EXIT_EARLY
+    assert [done.raw for done in output.task_outputs] == ["done: a"]
+
+
+def test_a_blocked_sync_handler_holds_no_thread_of_the_run() -> None:
+    import threading
+
+    from agentensemble import tool, tool_call
+
+    released = threading.Event()
+
+    class StuckPerson:
+        def review(self, request: ReviewRequest) -> ReviewDecision:
+            released.wait()
+            return CONTINUE
+
+    @tool
+    def sync_tool() -> str:
+        """Needs a thread of the run."""
+        return "ran"
+
+    from agentensemble import Agent, ScriptedModel
+
+    model = ScriptedModel([tool_call("sync_tool"), "done"])
+    agent = Agent("Worker", "Work", llm=model, tools=[sync_tool])
+    try:
+        output = Ensemble(
+            tasks=[
+                Task(
+                    "a",
+                    handler=lambda context: "a",
+                    review=Review(timeout=0.02, on_timeout="CONTINUE"),
+                ),
+                Task("b", agent=agent),
+            ],
+            review_handler=StuckPerson(),  # type: ignore[arg-type]
+            max_sync_threads=1,
+        ).run()
+    finally:
+        released.set()
+    assert output.raw == "done"
+    assert model.requests[1].messages[-1].text == "ran"
+
+
+def test_a_review_that_ends_without_a_decision_still_ends_on_the_wire() -> None:
+    from agentensemble import Agent, ScriptedModel, ToolContext, tool, tool_call
+
+    @tool(timeout=0.02)
+    async def impatient(context: ToolContext) -> str:
+        """Asks, but gives up first."""
+        await context.request_approval("go?", timeout=0)
+        return "went"
+
+    events = Events()
+    model = ScriptedModel([tool_call("impatient"), "gave up"])
+    agent = Agent("Worker", "Work", llm=model, tools=[impatient])
+    Ensemble(tasks=[Task("a", agent=agent)], review_handler=Silent(), listeners=[events]).run()
+    decided = events.of(ReviewDecidedEvent)
+    assert [event.decision for event in decided] == ["NONE"]
+    requested = events.of(ReviewRequestedEvent)
+    assert decided[0].review_id == requested[0].review_id

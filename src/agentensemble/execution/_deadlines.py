@@ -24,7 +24,7 @@ class Deadlines:
     def __init__(self, parent: Deadlines | None = None) -> None:
         self.parent = parent
         self._active: list[asyncio.Timeout] = []
-        self._left: dict[asyncio.Timeout, float] = {}
+        self._left: dict[asyncio.Timeout, float] = {}  # while paused: the time each had left
         self._paused = 0
 
     @contextmanager

@@ -1,7 +1,7 @@
 """Review gates as task steps (BEHAVIOUR 10): before a task starts and after its output.
 
-Gates of a run take turns; once the run is ending, a gate that has not asked yet passes
-without asking.
+Reviews of a run take turns (`ask`); once the run is ending, a gate that has not asked yet
+does not ask.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from agentensemble.execution._review import ask
 from agentensemble.execution._structured_output import check_handler_output
 from agentensemble.review import Review, ReviewDecision, ReviewRequest, ReviewTiming
 from agentensemble.review._model import Continue, Edit, ExitEarly
-from agentensemble.review._signals import ExitEarlyRequested
 
 if TYPE_CHECKING:
     from agentensemble.execution._steps import TaskState, TaskStep
@@ -51,34 +50,25 @@ def after_review(review: Review) -> TaskStep:
 async def _gate(
     state: TaskState, review: Review, timing: ReviewTiming, output: str | None
 ) -> tuple[ReviewDecision, ControlFlowSignal | None]:
-    """The decision, and the signal that ends the run when it is an exit. The run is told to
-    stop before the next gate's turn, so that no later gate asks anyone."""
+    """The decision, and the signal that ends the run when the reviewer exits (or the run
+    is already ending: a task waiting at its before-gate then does not start, while a task
+    at its after-gate completes without a question)."""
     run = state.task.run
-    if run.review is None:  # planning adds gates only to runs with a handler
-        raise AssertionError("review gate in a run without a review handler")
-    async with run.review.gate_turn:
-        if run.stop.requested:  # the run is ending: nobody is asked any more
-            return Continue(), None
-        request = ReviewRequest(
-            task_description=state.task.planned.description,
-            task_output=output,
-            timing=timing,
-            timeout=review.timeout,
-            on_timeout=review.on_timeout,
-            prompt=review.prompt,
-            required_role=review.required_role,
-        )
-        try:
-            decision = await ask(state.task, state.recorder, request)
-        except ControlFlowSignal as signal:  # a timeout with FAIL
-            run.stop.request(signal)
-            raise
-        if not isinstance(decision, ExitEarly):
-            return decision, None
-        when = "before" if timing is ReviewTiming.BEFORE_EXECUTION else "after"
-        stop = ExitEarlyRequested(
-            f"Reviewer exited early {when} task '{state.task.planned.source.label}'",
-            timed_out=decision.timed_out,
-        )
-        run.stop.request(stop)
-        return decision, stop
+    before = timing is ReviewTiming.BEFORE_EXECUTION
+    request = ReviewRequest(
+        task_description=state.task.planned.description,
+        task_output=output,
+        timing=timing,
+        timeout=review.timeout,
+        on_timeout=review.on_timeout,
+        prompt=review.prompt,
+        required_role=review.required_role,
+    )
+    label = state.task.planned.source.label
+    exit_message = f"Reviewer exited early {'before' if before else 'after'} task '{label}'"
+    decision = await ask(state.task, state.recorder, request, exit_ends_run=exit_message)
+    if decision is None:  # the run is ending
+        return Continue(), run.stop.signal if before else None
+    if isinstance(decision, ExitEarly):
+        return decision, run.stop.signal
+    return decision, None

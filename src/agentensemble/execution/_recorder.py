@@ -465,8 +465,7 @@ class TaskRecorder:
                     prompt=request.prompt,
                     required_role=request.required_role,
                     tool_name=request.tool_name,
-                    ensemble_id=self.task.run.run_id,
-                    task_id=request.task_id,
+                    **self._review_ids(request),
                 )
             )
 
@@ -481,10 +480,30 @@ class TaskRecorder:
                     decision=decision.kind,
                     revised_output=getattr(decision, "revised_output", None),
                     duration=timedelta(seconds=seconds),
-                    ensemble_id=self.task.run.run_id,
-                    task_id=request.task_id,
+                    **self._review_ids(request),
                 )
             )
+
+    async def review_abandoned(self, request: ReviewRequest, seconds: float) -> None:
+        """The review ended without a decision (cancelled, or its handler failed)."""
+        task_logger.info("Review %s ended without a decision", request.review_id[:8])
+        if self.events.wants("on_review_decided"):
+            await self.events.emit(
+                ReviewDecidedEvent(
+                    review_id=request.review_id,
+                    decision="NONE",
+                    revised_output=None,
+                    duration=timedelta(seconds=seconds),
+                    **self._review_ids(request),
+                )
+            )
+
+    def _review_ids(self, request: ReviewRequest) -> dict[str, Any]:
+        return {
+            "ensemble_id": self.task.run.run_id,
+            "task_id": request.task_id,
+            "parent_task_id": self.task.parent_task_id,
+        }
 
     async def review_timed_out(self, request: ReviewRequest, seconds: float) -> None:
         task_logger.warning(
@@ -498,8 +517,7 @@ class TaskRecorder:
                     review_id=request.review_id,
                     action=request.on_timeout.value,
                     duration=timedelta(seconds=seconds),
-                    ensemble_id=self.task.run.run_id,
-                    task_id=request.task_id,
+                    **self._review_ids(request),
                 )
             )
 

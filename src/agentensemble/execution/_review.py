@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentensemble._calling import call_user_code
+from agentensemble._calling import start_daemon_call
+from agentensemble._control import ControlFlowSignal
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import new_id
 from agentensemble.review import ReviewDecision, ReviewHandler, ReviewPolicy, ReviewRequest
 from agentensemble.review._handlers import timeout_decision
 from agentensemble.review._model import Continue, Edit, ExitEarly
+from agentensemble.review._signals import ExitEarlyRequested
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
@@ -31,35 +34,78 @@ __all__ = ["RunReview", "ask", "reviewer_for"]
 
 @dataclass(frozen=True, slots=True)
 class RunReview:
-    """A run's reviewer: its handler, its policy, and the turn its gates take one by one."""
+    """A run's reviewer: its handler, its policy, and the turn its reviews take one by one
+    (one person, one question at a time; a review's timeout starts once it has the turn)."""
 
     handler: ReviewHandler
     policy: ReviewPolicy = ReviewPolicy.NEVER
-    gate_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
+    turn: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-async def ask(task: TaskContext, recorder: TaskRecorder, request: ReviewRequest) -> ReviewDecision:
-    """The run's handler's decision on `request` (Continue when nobody answered in time and
-    the request says so). Raises `ReviewTimedOut` for an on-timeout FAIL."""
+async def ask(
+    task: TaskContext, recorder: TaskRecorder, request: ReviewRequest, *, exit_ends_run: str = ""
+) -> ReviewDecision | None:
+    """The run's handler's decision on `request`, or None when the run is ending (nobody is
+    asked any more). A timeout applies the request's on-timeout action; FAIL raises
+    `ReviewTimedOut`. With `exit_ends_run` (the exit's message), an ExitEarly decision ends
+    the run: the stop is requested before the next review's turn.
+
+    While the review waits for its turn and for the person, the task's deadlines are
+    suspended; every review that starts ends with a decided or timed-out event.
+    """
     review = task.run.review
     if review is None:  # callers check first
         raise AssertionError("review asked in a run without a review handler")
     request = dataclasses.replace(request, review_id=new_id(), task_id=task.task_id)
     with task.deadlines.paused():
-        await recorder.review_requested(request)
-        started = time.perf_counter()
-        seconds = request.timeout.total_seconds()
-        try:
-            async with asyncio.timeout(seconds or None) as limit:
-                decision = await call_user_code(review.handler.review, request)
-        except TimeoutError:
-            if not limit.expired():
+        async with review.turn:
+            if task.run.stop.requested:
+                return None
+            try:
+                decision = await _decide(review, recorder, request)
+            except ControlFlowSignal as signal:  # a timeout with FAIL
+                task.run.stop.request(signal)
                 raise
-            await recorder.review_timed_out(request, time.perf_counter() - started)
-            return timeout_decision(request)
-    _check_decision(decision, review.handler)
+            if exit_ends_run and isinstance(decision, ExitEarly):
+                task.run.stop.request(
+                    ExitEarlyRequested(exit_ends_run, timed_out=decision.timed_out)
+                )
+            return decision
+
+
+async def _decide(
+    review: RunReview, recorder: TaskRecorder, request: ReviewRequest
+) -> ReviewDecision:
+    await recorder.review_requested(request)
+    started = time.perf_counter()
+    decision: ReviewDecision | None = None
+    try:
+        async with asyncio.timeout(request.timeout.total_seconds() or None) as limit:
+            decision = _checked(await _call(review.handler, request), review.handler)
+    except TimeoutError:
+        if not limit.expired():
+            raise
+        await recorder.review_timed_out(request, time.perf_counter() - started)
+        return timeout_decision(request)
+    finally:
+        if decision is None and not limit.expired():  # cancelled, or the handler failed
+            await recorder.review_abandoned(request, time.perf_counter() - started)
     await recorder.review_decided(request, decision, time.perf_counter() - started)
-    return decision  # type: ignore[no-any-return]
+    return decision
+
+
+async def _call(handler: ReviewHandler, request: ReviewRequest) -> object:
+    """The handler's answer; a sync handler runs in a daemon thread of its own, which a
+    timeout abandons without holding a pool slot or the process's exit."""
+    if inspect.iscoroutinefunction(handler.review):
+        return await handler.review(request)
+    answer = await asyncio.wrap_future(start_daemon_call(handler.review, request))
+    return await answer if inspect.isawaitable(answer) else answer
+
+
+def _checked(decision: object, handler: object) -> ReviewDecision:
+    _check_decision(decision, handler)
+    return decision  # type: ignore[return-value]
 
 
 def _check_decision(decision: object, handler: object) -> None:
@@ -77,6 +123,7 @@ def reviewer_for(task: TaskContext, recorder: TaskRecorder) -> Reviewer | None:
         return None
 
     async def reviewer(request: ReviewRequest) -> ReviewDecision:
-        return await ask(task, recorder, request)
+        decision = await ask(task, recorder, request)
+        return decision if decision is not None else ExitEarly()  # ending: refuse, unasked
 
     return reviewer

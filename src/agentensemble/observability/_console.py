@@ -53,6 +53,7 @@ class ConsoleProgress(EnsembleListener):
         self._totals = _Totals()
         self._console: Any = None
         self._status: Any = None
+        self._open_reviews = 0
         if rich if rich is not None else self.stream.isatty():
             self._console = _rich_console(self.stream)
 
@@ -132,14 +133,16 @@ class ConsoleProgress(EnsembleListener):
     async def on_review_requested(self, event: ReviewRequestedEvent) -> None:
         """Show a review waiting; the status line stops so a console reviewer has the
         terminal to itself."""
-        if self._status is not None:
+        self._open_reviews += 1
+        if self._status is not None and self._open_reviews == 1:
             self._status.stop()
         subject = f"tool '{event.tool_name}'" if event.tool_name else event.timing.lower()
         self._line(f"  ⏸ review ({subject.replace('_', ' ')}): waiting for a decision", "blue")
 
     async def on_review_decided(self, event: ReviewDecidedEvent) -> None:
         """Show the decision and resume the status line."""
-        self._line(f"  ▶ review: {event.decision.lower().replace('_', ' ')}", "blue")
+        decision = event.decision.lower().replace("_", " ")
+        self._line(f"  ▶ review: {'no decision' if decision == 'none' else decision}", "blue")
         self._resume_status()
 
     async def on_review_timed_out(self, event: ReviewTimedOutEvent) -> None:
@@ -151,7 +154,8 @@ class ConsoleProgress(EnsembleListener):
         self._resume_status()
 
     def _resume_status(self) -> None:
-        if self._status is not None:
+        self._open_reviews = max(0, self._open_reviews - 1)
+        if self._status is not None and self._open_reviews == 0:
             self._status.start()
 
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:

@@ -330,6 +330,8 @@ class ReviewRequestedEvent:
     """The run this event belongs to."""
     task_id: str = ""
     """The task execution under review."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task under review runs by delegation."""
     timestamp: datetime = field(default_factory=_now)
     """When the event happened (UTC)."""
     type: Literal["review_requested"] = field(default="review_requested", init=False)
@@ -341,7 +343,8 @@ class ReviewDecidedEvent:
 
     review_id: str
     decision: str
-    """``CONTINUE``, ``EDIT`` or ``EXIT_EARLY``."""
+    """``CONTINUE``, ``EDIT`` or ``EXIT_EARLY``; ``NONE`` when the review ended without a
+    decision (the run or task was cancelled, or the handler failed)."""
     revised_output: str | None
     """The edited text, for ``EDIT``."""
     duration: timedelta
@@ -350,6 +353,8 @@ class ReviewDecidedEvent:
     """The run this event belongs to."""
     task_id: str = ""
     """The task execution under review."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task under review runs by delegation."""
     timestamp: datetime = field(default_factory=_now)
     """When the event happened (UTC)."""
     type: Literal["review_decided"] = field(default="review_decided", init=False)
@@ -367,6 +372,8 @@ class ReviewTimedOutEvent:
     """The run this event belongs to."""
     task_id: str = ""
     """The task execution under review."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task under review runs by delegation."""
     timestamp: datetime = field(default_factory=_now)
     """When the event happened (UTC)."""
     type: Literal["review_timed_out"] = field(default="review_timed_out", init=False)

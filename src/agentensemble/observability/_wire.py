@@ -259,7 +259,7 @@ def _delegation_failed(event: DelegationFailedEvent) -> dict[str, Any]:
 
 def _review_requested(event: ReviewRequestedEvent) -> dict[str, Any]:
     return {
-        **_task_ids(event.task_id, None),
+        **_task_ids(event.task_id, event.parent_task_id),
         "reviewId": event.review_id,
         "taskDescription": event.task_description,
         "taskOutput": event.task_output or "",
@@ -275,7 +275,7 @@ def _review_requested(event: ReviewRequestedEvent) -> dict[str, Any]:
 
 def _review_decided(event: ReviewDecidedEvent) -> dict[str, Any]:
     return {
-        **_task_ids(event.task_id, None),
+        **_task_ids(event.task_id, event.parent_task_id),
         "reviewId": event.review_id,
         "decision": event.decision,
         "revisedOutput": event.revised_output,
@@ -286,7 +286,7 @@ def _review_decided(event: ReviewDecidedEvent) -> dict[str, Any]:
 
 def _review_timed_out(event: ReviewTimedOutEvent) -> dict[str, Any]:
     return {
-        **_task_ids(event.task_id, None),
+        **_task_ids(event.task_id, event.parent_task_id),
         "reviewId": event.review_id,
         "action": event.action,
         "durationMs": _ms(event.duration),

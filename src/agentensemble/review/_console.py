@@ -13,8 +13,10 @@ import os
 import sys
 import weakref
 from collections.abc import Awaitable
+from concurrent.futures import Future
 from typing import IO
 
+from agentensemble._calling import start_daemon_call
 from agentensemble.review._handlers import ReviewHandler, timeout_decision
 from agentensemble.review._model import (
     Continue,
@@ -39,8 +41,8 @@ class ConsoleReviewHandler(ReviewHandler):
     request's on-timeout action applies at once. In a terminal a countdown shows on the
     line above the prompt. `input`/`output` default to the process's stdin/stdout.
 
-    A stream that is not a terminal is read in a worker thread: if a review times out while
-    that thread waits, the line it then reads is lost."""
+    A stream that is not a terminal is read in a daemon thread: a line typed after a review
+    timed out answers the next review of this handler."""
 
     def __init__(self, *, input: IO[str] | None = None, output: IO[str] | None = None) -> None:
         self.input = input
@@ -57,7 +59,7 @@ class ConsoleReviewHandler(ReviewHandler):
             try:
                 return await self._decide(out, request)
             except asyncio.CancelledError:
-                _write(out, f"\n  No decision in time: {request.on_timeout.value.lower()}.\n")
+                _write(out, "\n  The review ended before a decision was typed.\n")
                 raise
 
     def _lock(self) -> asyncio.Lock:
@@ -142,14 +144,19 @@ class _Lines:
     """Lines of a text stream, read without blocking the event loop.
 
     A terminal is watched by the event loop and read directly (a line at a time arrives
-    once the person presses Enter); any other stream is read in a worker thread through the
-    stream itself, so that text it has already buffered is not skipped.
+    once the person presses Enter); any other stream is read through the stream itself (so
+    text it has already buffered is not skipped) in a daemon thread, which never holds up
+    the process's exit, and whose line goes to the next read if the review that started it
+    ends first.
     """
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
         self._pending = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._in_flight: Future[str] | None = None
+        """A thread's read that a timed-out review left running: the next read takes its
+        line instead of losing it."""
 
     async def readline(self) -> str | None:
         """The next line without its line break; None at the end of the input (Ctrl-D at a
@@ -185,7 +192,11 @@ class _Lines:
                     loop.remove_reader(fd)
                 data = os.read(fd, 4096)
                 return self._decoder.decode(data, final=not data)
-        return await asyncio.to_thread(self.stream.readline)
+        if self._in_flight is None:
+            self._in_flight = start_daemon_call(self.stream.readline)
+        line: str = await asyncio.wrap_future(self._in_flight)
+        self._in_flight = None
+        return line
 
 
 def _closed(out: IO[str], request: ReviewRequest) -> ReviewDecision:

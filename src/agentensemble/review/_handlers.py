@@ -61,7 +61,11 @@ class AutoApproveHandler(ReviewHandler):
 
     def __init__(self, delay: timedelta | float = 0) -> None:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 <= seconds < float("inf")
+        ):
             raise ValidationError(
                 f"auto_approve_with_delay delay must be a timedelta or a non-negative number "
                 f"of seconds, got: {delay!r}"

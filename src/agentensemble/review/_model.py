@@ -3,6 +3,7 @@ what a person answers (`ReviewDecision`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -77,10 +78,12 @@ def check_timeout(value: object, owner: str) -> timedelta:
     """`value` (a timedelta or seconds) as a non-negative timedelta, else a ValidationError."""
     if value is None:
         raise ValidationError(f"{owner} timeout must not be None (0 waits forever)")
-    if isinstance(value, timedelta):
-        duration = value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValidationError(f"{owner} timeout must be a finite number, got: {value!r}")
         duration = timedelta(seconds=value)
+    elif isinstance(value, timedelta):
+        duration = value
     else:
         raise ValidationError(
             f"{owner} timeout must be a timedelta or a number of seconds, got: {value!r}"
@@ -97,7 +100,8 @@ class Review:
     ``Review(timeout=..., on_timeout=..., prompt=..., required_role=...)`` is a gate that
     fires; `timeout` is a timedelta or seconds (0 waits forever), `on_timeout` what happens
     when nobody decides in time, `prompt` what the reviewer is asked, and `required_role`
-    who may decide (the dashboard shows the review read-only to others).
+    who may decide (the dashboard shows the review read-only to others). ``enabled=False``
+    is `Review.skip()`.
     """
 
     enabled: bool
@@ -116,7 +120,10 @@ class Review:
         on_timeout: OnTimeoutAction | str = OnTimeoutAction.EXIT_EARLY,
         prompt: str | None = None,
         required_role: str | None = None,
+        enabled: bool = True,
     ) -> None:
+        if not isinstance(enabled, bool):
+            raise ValidationError(f"Review enabled must be a bool, got: {enabled!r}")
         if prompt is not None and not isinstance(prompt, str):
             raise ValidationError(f"Review prompt must be a string, got: {prompt!r}")
         if required_role is not None and (
@@ -126,7 +133,7 @@ class Review:
                 f"Review required_role must not be blank when set, got: {required_role!r}"
             )
         set_ = object.__setattr__
-        set_(self, "enabled", True)
+        set_(self, "enabled", enabled)
         set_(self, "timeout", check_timeout(timeout, "Review"))
         set_(self, "on_timeout", check_on_timeout(on_timeout, "Review"))
         set_(self, "prompt", prompt)
@@ -140,9 +147,7 @@ class Review:
     @classmethod
     def skip(cls) -> Review:
         """No gate for this task, whatever the ensemble's `ReviewPolicy` says."""
-        review = cls()
-        object.__setattr__(review, "enabled", False)
-        return review
+        return cls(enabled=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -97,7 +97,7 @@ class PhaseExecutor:
 
 
 def _raise_first_failure(progress: _Progress, run: RunContext) -> None:
-    if not progress.failures:
+    if not progress.failures or run.stop.requested:  # an early end wins, as in PARALLEL
         return
     phase, error = progress.failures[0]
     completed = run.outputs.completed()
