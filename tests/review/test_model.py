@@ -50,6 +50,8 @@ def test_a_custom_review_takes_seconds_or_a_timedelta_and_action_names() -> None
         ({"timeout": timedelta(seconds=-1)}, "Review timeout must not be negative"),
         ({"timeout": None}, "Review timeout must not be None (0 waits forever)"),
         ({"timeout": "5m"}, "Review timeout must be a timedelta or a number of seconds"),
+        ({"timeout": float("nan")}, "Review timeout must be a finite number, got: nan"),
+        ({"timeout": float("inf")}, "Review timeout must be a finite number, got: inf"),
         ({"on_timeout": None}, "Review on_timeout must not be None"),
         ({"on_timeout": "later"}, "Review on_timeout must be an OnTimeoutAction"),
         ({"prompt": 3}, "Review prompt must be a string, got: 3"),
@@ -62,6 +64,15 @@ def test_bad_review_settings_name_the_field_and_value(
     with pytest.raises(ValidationError) as raised:
         Review(**settings)
     assert message in str(raised.value)
+
+
+def test_a_review_copies_with_dataclasses_replace() -> None:
+    import dataclasses
+
+    changed = dataclasses.replace(Review.required("Look"), timeout=timedelta(seconds=1))
+    assert changed.timeout == timedelta(seconds=1)
+    assert changed.prompt == "Look"
+    assert dataclasses.replace(Review.skip(), prompt="x").enabled is False
 
 
 def test_decisions() -> None:
@@ -83,8 +94,9 @@ def test_decisions() -> None:
 def test_auto_approve_handlers() -> None:
     assert isinstance(ReviewHandler.auto_approve(), AutoApproveHandler)
     assert ReviewHandler.auto_approve_with_delay(timedelta(milliseconds=5)).delay == 0.005
-    with pytest.raises(ValidationError, match="non-negative number of seconds, got: -1"):
-        ReviewHandler.auto_approve_with_delay(-1)
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValidationError, match="non-negative number of seconds"):
+            ReviewHandler.auto_approve_with_delay(bad)
     output = Ensemble(
         tasks=[Task("a", review=Review.required())],
         llm=echo_model(),

@@ -22,7 +22,7 @@ from agentensemble import (
     tool,
     tool_call,
 )
-from agentensemble.observability import ReviewRequestedEvent, TaskFailedEvent
+from agentensemble.observability import ReviewRequestedEvent, TaskFailedEvent, TaskStartEvent
 from agentensemble.review import ExitEarlyRequested, OnTimeoutAction, ReviewTimeoutError
 from tests.review.helpers import Events, Scripted, Silent
 
@@ -243,10 +243,15 @@ def test_human_input_exit_in_a_delegated_worker_ends_the_whole_run() -> None:
         [tool_call("delegate", agent_role="Designer", task_description="Pick")]
     )
     lead = Agent("Lead", "Lead", llm=lead_model, allow_delegation=True)
+    events = Events()
     output = Ensemble(
         tasks=[Task("Plan", agent=lead)],
         agents=[worker],
         review_handler=Scripted(lambda request: ReviewDecision.ExitEarly()),
+        listeners=[events],
     ).run()
     assert output.exit_reason is ExitReason.USER_EXIT_EARLY
     assert output.task_outputs == ()
+    requested = events.of(ReviewRequestedEvent)[0]
+    lead_task = events.of(TaskStartEvent)[0]
+    assert requested.parent_task_id == lead_task.task_id  # asked inside the delegated worker
