@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
@@ -159,9 +160,11 @@ class Ensemble:
             as_tuple(self.delegation_policies, "Ensemble delegation_policies"),
         )
         set_(self, "inputs", check_inputs(self.inputs, "Ensemble inputs"))
-        set_(self, "workflow", _check_workflow(self.workflow))
+        set_(self, "workflow", _check_choice(self.workflow, Workflow, "workflow"))
         set_(self, "review_handler", check_handler(self.review_handler, "Ensemble review_handler"))
-        set_(self, "review_policy", _check_review_policy(self.review_policy))
+        set_(
+            self, "review_policy", _check_choice(self.review_policy, ReviewPolicy, "review_policy")
+        )
         check_length(self.max_tool_output_length, "Ensemble max_tool_output_length")
         check_length(self.tool_log_truncate_length, "Ensemble tool_log_truncate_length")
         _check_settings(self)
@@ -207,22 +210,17 @@ class Ensemble:
         return await run_ensemble(self, inputs, options)
 
 
-def _check_workflow(workflow: object) -> Workflow | None:
-    if workflow is None or isinstance(workflow, Workflow):
-        return workflow
-    if isinstance(workflow, str) and workflow.upper() in Workflow.__members__:
-        return Workflow[workflow.upper()]
-    names = ", ".join(Workflow.__members__)
-    raise ValidationError(f"Ensemble workflow must be one of [{names}], got: {workflow!r}")
+E = TypeVar("E", bound=StrEnum)
 
 
-def _check_review_policy(policy: object) -> ReviewPolicy | None:
-    if policy is None or isinstance(policy, ReviewPolicy):
-        return policy
-    if isinstance(policy, str) and policy.upper() in ReviewPolicy.__members__:
-        return ReviewPolicy[policy.upper()]
-    names = ", ".join(ReviewPolicy.__members__)
-    raise ValidationError(f"Ensemble review_policy must be one of [{names}], got: {policy!r}")
+def _check_choice(value: object, choices: type[E], field_name: str) -> E | None:
+    """`value` as one of `choices` (its name accepted too, in any case); None stays None."""
+    if value is None or isinstance(value, choices):
+        return value
+    if isinstance(value, str) and value.upper() in choices.__members__:
+        return choices[value.upper()]
+    names = ", ".join(choices.__members__)
+    raise ValidationError(f"Ensemble {field_name} must be one of [{names}], got: {value!r}")
 
 
 def _check_settings(ensemble: Ensemble) -> None:
