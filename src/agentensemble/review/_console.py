@@ -106,17 +106,16 @@ class ConsoleReviewHandler(ReviewHandler):
         # touches what the person is typing (save the cursor, go up, rewrite, come back).
         _write(out, f"\n  {_choices(request)} > ")
         deadline = asyncio.get_running_loop().time() + seconds
-        reading = asyncio.ensure_future(self._reader().readline())
-        try:
-            while True:
-                left = max(0.0, deadline - asyncio.get_running_loop().time())
-                countdown = f"  [{_clock(left)} until {_action(request)}]"
-                _write(out, f"\x1b7\x1b[1A\r\x1b[K{countdown}\x1b8")
-                done, _ = await asyncio.wait({reading}, timeout=_COUNTDOWN_TICK)
-                if done:
-                    return reading.result()
-        finally:
-            reading.cancel()
+        while True:
+            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            countdown = f"  [{_clock(left)} until {_action(request)}]"
+            _write(out, f"\x1b7\x1b[1A\r\x1b[K{countdown}\x1b8")
+            try:  # a read cut short keeps what it read (and a thread's read stays pending)
+                async with asyncio.timeout(_COUNTDOWN_TICK) as tick:
+                    return await self._reader().readline()
+            except TimeoutError:
+                if not tick.expired():
+                    raise
 
     async def _read_edit(self, out: IO[str], request: ReviewRequest) -> ReviewDecision:
         what = "answer" if request.tool_name == "human_input" else "revised text"
@@ -174,29 +173,35 @@ class _Lines:
     async def _read(self) -> str:
         fd = _descriptor(self.stream) if _is_terminal(self.stream) else None
         if fd is not None:
-            loop = asyncio.get_running_loop()
-            ready: asyncio.Future[None] = loop.create_future()
-
-            def wake() -> None:
-                if not ready.done():
-                    ready.set_result(None)
-
-            try:
-                loop.add_reader(fd, wake)
-            except (NotImplementedError, OSError, ValueError):  # not pollable: a thread reads
-                pass
-            else:
-                try:
-                    await ready
-                finally:
-                    loop.remove_reader(fd)
-                data = os.read(fd, 4096)
+            data = await _read_when_ready(fd)
+            if data is not None:
                 return self._decoder.decode(data, final=not data)
         if self._in_flight is None:
             self._in_flight = start_daemon_call(self.stream.readline)
         line: str = await asyncio.wrap_future(self._in_flight)
         self._in_flight = None
         return line
+
+
+async def _read_when_ready(fd: int) -> bytes | None:
+    """What the terminal has for us once the event loop sees it readable; None when the
+    loop cannot watch it (then a thread reads)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    try:
+        loop.add_reader(fd, wake)
+    except (NotImplementedError, OSError, ValueError):
+        return None
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+    return os.read(fd, 4096)
 
 
 def _closed(out: IO[str], request: ReviewRequest) -> ReviewDecision:
