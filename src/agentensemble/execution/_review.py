@@ -104,16 +104,14 @@ async def _call(handler: ReviewHandler, request: ReviewRequest) -> object:
 
 
 def _checked(decision: object, handler: object) -> ReviewDecision:
-    _check_decision(decision, handler)
-    return decision  # type: ignore[return-value]
-
-
-def _check_decision(decision: object, handler: object) -> None:
-    if not isinstance(decision, (Continue, Edit, ExitEarly)):
-        raise ValidationError(
-            f"Review handler {handler!r} returned {decision!r}: a review must return "
-            "ReviewDecision.Continue(), ReviewDecision.Edit(text) or ReviewDecision.ExitEarly()"
-        )
+    """`decision` if it is one of the three decisions, else a clear error naming the
+    handler and what it returned."""
+    if isinstance(decision, (Continue, Edit, ExitEarly)):
+        return decision
+    raise ValidationError(
+        f"Review handler {handler!r} returned {decision!r}: a review must return "
+        "ReviewDecision.Continue(), ReviewDecision.Edit(text) or ReviewDecision.ExitEarly()"
+    )
 
 
 def reviewer_for(task: TaskContext, recorder: TaskRecorder) -> Reviewer | None:

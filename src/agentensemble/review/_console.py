@@ -195,8 +195,8 @@ async def _read_when_ready(fd: int) -> bytes | None:
 
     try:
         loop.add_reader(fd, wake)
-    except (NotImplementedError, OSError, ValueError):
-        return None
+    except (NotImplementedError, OSError, ValueError):  # e.g. Windows' Proactor loop
+        return None  # the caller reads in a thread instead
     try:
         await ready
     finally:
