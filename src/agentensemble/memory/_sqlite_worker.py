@@ -1,0 +1,153 @@
+"""One SQLite connection on one worker thread, so database work never blocks the event loop.
+
+The SQLite stores (entries, vectors) share this plumbing: the file is opened in WAL mode
+(readers never block the writer, several processes can share it), every write is one
+``BEGIN IMMEDIATE`` transaction (a process killed mid-write loses that write and nothing
+else), and another process's write is waited for up to `busy_timeout` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from agentensemble.errors import ValidationError
+
+__all__ = ["Connect", "SqliteWorker"]
+
+T = TypeVar("T")
+Connect = Callable[..., Any]
+"""Opens a connection (``sqlite3.connect``, or ``sqlean.connect`` for extensions)."""
+
+
+class SqliteWorker:
+    """Runs functions of a connection on a thread of their own, one at a time.
+
+    The connection is opened on first use, by the worker thread, then `setup(connection)`
+    creates the schema. `aclose` (or the worker being garbage-collected) closes the
+    connection and ends the thread.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        setup: Callable[[sqlite3.Connection], None],
+        busy_timeout: float = 5.0,
+        connect: Connect = sqlite3.connect,
+    ) -> None:
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, (int, float))
+            or not 0 <= busy_timeout < float("inf")
+        ):
+            raise ValidationError(
+                f"busy_timeout must be a non-negative number of seconds, got: {busy_timeout!r}"
+            )
+        self.path = os.fspath(path)
+        if not self.path.strip():
+            raise ValidationError(f"SQLite path must not be blank, got: {path!r}")
+        self._setup = setup
+        self._busy_timeout = float(busy_timeout)
+        self._connect = connect
+        self._state = _WorkerState()
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the worker thread, outside any explicit transaction."""
+        return await asyncio.wrap_future(self._pool().submit(self._state.call, self, fn))
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the worker thread in one ``BEGIN IMMEDIATE`` transaction,
+        committed if it returns and rolled back if it raises."""
+        return await asyncio.wrap_future(self._pool().submit(self._state.transaction, self, fn))
+
+    async def aclose(self) -> None:
+        """Close the connection and end the thread (waiting for the work in progress)."""
+        executor = self._executor
+        if executor is None:
+            return
+        await asyncio.wrap_future(executor.submit(self._state.close_connection))
+        self.close()
+
+    def close(self) -> None:
+        """Close without awaiting: the worker finishes queued work, then closes."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.submit(self._state.close_connection)
+            executor.shutdown(wait=False)
+            self._state.executor = None
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="agentensemble-sqlite"
+                )
+                self._state.executor = self._executor
+            return self._executor
+
+    def open_connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection = self._connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None
+        )
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            self._setup(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+
+class _WorkerState:
+    """What the worker thread owns; kept apart from the worker so that a finalizer can
+    release it after the worker is gone."""
+
+    __slots__ = ("connection", "executor")
+
+    def __init__(self) -> None:
+        self.connection: sqlite3.Connection | None = None
+        self.executor: ThreadPoolExecutor | None = None
+
+    def call(self, worker: SqliteWorker, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return fn(self._connection(worker))
+
+    def transaction(self, worker: SqliteWorker, fn: Callable[[sqlite3.Connection], T]) -> T:
+        connection = self._connection(worker)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(connection)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    def _connection(self, worker: SqliteWorker) -> sqlite3.Connection:
+        if self.connection is None:
+            self.connection = worker.open_connection()
+        return self.connection
+
+    def close_connection(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.close()
+
+    @staticmethod
+    def shut_down(state: _WorkerState) -> None:
+        executor, state.executor = state.executor, None
+        if executor is not None:
+            executor.submit(state.close_connection)
+            executor.shutdown(wait=False)
