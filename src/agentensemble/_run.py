@@ -36,6 +36,7 @@ from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters
 from agentensemble.execution._delegation import Team
+from agentensemble.execution._memory import RunMemory
 from agentensemble.execution._planning import (
     PlannedTask,
     ReviewRules,
@@ -176,6 +177,8 @@ def _validate(ensemble: Ensemble) -> _Shape:
         agents=tuple(ensemble.agents),
         has_review_handler=ensemble.review_handler is not None,
         review_policy=ensemble.review_policy,
+        has_memory_store=ensemble.memory_store is not None,
+        memory_settings=_memory_settings(ensemble),
     )
     if ensemble.phases:
         phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
@@ -185,6 +188,14 @@ def _validate(ensemble: Ensemble) -> _Shape:
     if ensemble.workflow is None:
         logger.info("Workflow inferred: %s", workflow.value)
     return _Shape(tasks, workflow)
+
+
+def _memory_settings(ensemble: Ensemble) -> tuple[str, ...]:
+    values = {
+        "short_term_memory": ensemble.short_term_memory,
+        "entity_memory": ensemble.entity_memory is not None,
+    }
+    return tuple(name for name, value in values.items() if value)
 
 
 def _hierarchical_settings(ensemble: Ensemble) -> tuple[str, ...]:
@@ -224,7 +235,18 @@ def _run_context(
         review=RunReview(ensemble.review_handler, ensemble.review_policy or ReviewPolicy.NEVER)
         if ensemble.review_handler is not None
         else None,
+        memory=_memory(ensemble),
     )
+
+
+def _memory(ensemble: Ensemble) -> RunMemory | None:
+    if (
+        ensemble.memory_store is None
+        and ensemble.entity_memory is None
+        and not ensemble.short_term_memory
+    ):
+        return None
+    return RunMemory(ensemble.memory_store, ensemble.entity_memory, ensemble.short_term_memory)
 
 
 def _deadline(seconds: float | None) -> float | None:

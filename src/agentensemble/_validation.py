@@ -11,6 +11,7 @@ from agentensemble.delegation import HierarchicalConstraints
 from agentensemble.delegation._constraints import canonical_role
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
+from agentensemble.memory._tool import MemoryTool
 from agentensemble.models import ChatModel, RateLimit
 from agentensemble.phase import Phase, hierarchical_phase_message
 from agentensemble.review import ReviewPolicy
@@ -43,6 +44,9 @@ class EnsembleShape:
     """The names of the delegation settings the ensemble sets (policies, depth)."""
     has_review_handler: bool = False
     review_policy: ReviewPolicy | None = None
+    has_memory_store: bool = False
+    memory_settings: tuple[str, ...] = ()
+    """The names of the run-wide memory settings the ensemble sets (short-term, entities)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,7 @@ def validate_flat(
     else:
         _check_someone_delegates(checked, shape)
     _check_reviews(checked, shape, effective, last_workflow=effective)
+    check_memory(checked, shape)
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
@@ -106,6 +111,7 @@ def validate_phases(
         _check_workflow_settings(item.workflow, shape)
     for item in shapes:
         _check_reviews(item.phase.tasks, shape, item.workflow, last_workflow=shapes[-1].workflow)
+        check_memory(item.phase.tasks, shape)
     check_context_cycles([task for phase in checked for task in phase.tasks])
     for item in shapes:
         visible = frozenset(task for before in _ancestors(item.phase) for task in before.tasks)
@@ -144,6 +150,12 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
     if workflow is Workflow.PARALLEL and shape.parallel_error_strategy is None:
         raise ValidationError(
             "Ensemble parallel_error_strategy must not be null for PARALLEL workflow"
+        )
+    if workflow is Workflow.HIERARCHICAL and shape.memory_settings:
+        raise ValidationError(
+            f"Ensemble {shape.memory_settings[0]} does not apply to Workflow.HIERARCHICAL: the "
+            "manager hands free-form subtasks to the workers. Use SEQUENTIAL or PARALLEL "
+            "workflow, or give the workers a MemoryTool."
         )
     if workflow is not Workflow.HIERARCHICAL and shape.hierarchical_settings:
         raise ValidationError(
@@ -188,6 +200,29 @@ def _check_reviews(
                 )
 
 
+def check_memory(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
+    """Memory scopes and memory tools need a store to use: the ensemble's, or the tool's."""
+    if shape.has_memory_store:
+        return
+    for task in tasks:
+        if task.memory:
+            names = [scope.name for scope in task.memory]
+            raise ValidationError(
+                f"Task '{task.description}' declares memory scopes {names}, but the ensemble "
+                "has no memory_store: set memory_store=MemoryStore.sqlite(path) (or "
+                "MemoryStore.in_memory())"
+            )
+    owners: list[Agent | Task[Any]] = [*tasks, *shape.agents]
+    owners += [task.agent for task in tasks if task.agent is not None]
+    tools = [tool for owner in owners for tool in owner.tools]
+    for tool in tools:
+        if isinstance(tool, MemoryTool) and tool.memory_store is None:
+            raise ValidationError(
+                f"MemoryTool for scope '{tool.scope}' has no store: pass one "
+                "(MemoryTool(scope, store)) or set the ensemble's memory_store"
+            )
+
+
 def _check_someone_delegates(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
     """Delegation settings of a run in which no agent may delegate would do nothing (a
     synthesised agent never delegates)."""
@@ -229,6 +264,7 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
             "timeout",
             "review",
             "before_review",
+            "memory",
         ):
             if getattr(task, name):
                 raise ValidationError(

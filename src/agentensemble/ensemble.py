@@ -20,6 +20,7 @@ from agentensemble.delegation import (
 from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
+from agentensemble.memory import EntityMemory, MemoryStore
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
@@ -93,6 +94,13 @@ class Ensemble:
     (``ReviewHandler.console()``, ``.auto_approve()``, or your own)."""
     review_policy: ReviewPolicy | None = None
     """When after-task gates fire for tasks without their own `review` (None: NEVER)."""
+    memory_store: MemoryStore | None = None
+    """Where tasks' memory scopes live (`MemoryStore.sqlite(path)` persists across runs and
+    processes; `MemoryStore.in_memory()` lasts as long as the object)."""
+    short_term_memory: bool = False
+    """Show each task every output completed earlier in the run (in place of its context)."""
+    entity_memory: EntityMemory | None = None
+    """Facts about named entities, shown to every task (``## Entity Knowledge``)."""
     max_concurrency: int | None = None
     """Most tasks of a run in flight at once, across phases (None: no limit)."""
     max_sync_threads: int = 32
@@ -241,6 +249,7 @@ def _check_settings(ensemble: Ensemble) -> None:
     _check_type(ensemble.rate_limit, RateLimit, "rate_limit")
     _check_type(ensemble.capture_mode, CaptureMode, "capture_mode")
     _check_type(ensemble.cost_configuration, CostConfiguration, "cost_configuration")
+    _check_memory_settings(ensemble)
     _check_context_format(ensemble.context_format)
     _check_delegation_settings(ensemble)
     synthesizer = ensemble.agent_synthesizer
@@ -258,6 +267,20 @@ def _check_settings(ensemble: Ensemble) -> None:
     if exporter is not None and not isinstance(exporter, TraceExporter):
         raise ValidationError(
             f"Ensemble trace_exporter must have an export(trace) method, got: {exporter!r}"
+        )
+
+
+def _check_memory_settings(ensemble: Ensemble) -> None:
+    store = ensemble.memory_store
+    if store is not None and not isinstance(store, MemoryStore):
+        raise ValidationError(
+            "Ensemble memory_store must be a MemoryStore (async store, retrieve, evict and "
+            f"clear methods), got: {store!r}"
+        )
+    _check_type(ensemble.entity_memory, EntityMemory, "entity_memory")
+    if not isinstance(ensemble.short_term_memory, bool):
+        raise ValidationError(
+            f"Ensemble short_term_memory must be True or False, got: {ensemble.short_term_memory!r}"
         )
 
 

@@ -12,6 +12,7 @@ from agentensemble._checks import as_tuple, require_int, require_seconds, requir
 from agentensemble._output_types import OutputSpec, output_spec
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
+from agentensemble.memory import MemoryScope
 from agentensemble.models import (
     ChatModel,
     ModelSettings,
@@ -95,6 +96,9 @@ class Task(Generic[Out]):
     `Review.skip()` never does; None follows the ensemble's `review_policy`."""
     before_review: Review | None
     """A gate before the task starts (its Edit counts as Continue)."""
+    memory: tuple[MemoryScope, ...]
+    """Memory scopes the task reads before it runs and stores its output in (names or
+    `MemoryScope` objects); the ensemble needs a `memory_store`."""
     output_spec: OutputSpec | None = field(init=False, repr=False)
     """`output_type` checked, with its schemas (None without an output type)."""
 
@@ -120,6 +124,7 @@ class Task(Generic[Out]):
         output_guardrails: Sequence[OutputGuardrail] = ...,
         review: Review | None = ...,
         before_review: Review | None = ...,
+        memory: Iterable[str | MemoryScope] = ...,
     ) -> None: ...
 
     @overload
@@ -144,6 +149,7 @@ class Task(Generic[Out]):
         output_guardrails: Sequence[OutputGuardrail] = ...,
         review: Review | None = ...,
         before_review: Review | None = ...,
+        memory: Iterable[str | MemoryScope] = ...,
     ) -> None: ...
 
     @overload
@@ -168,6 +174,7 @@ class Task(Generic[Out]):
         output_guardrails: Sequence[OutputGuardrail] = ...,
         review: Review | None = ...,
         before_review: Review | None = ...,
+        memory: Iterable[str | MemoryScope] = ...,
     ) -> None: ...
 
     def __init__(
@@ -191,6 +198,7 @@ class Task(Generic[Out]):
         output_guardrails: Sequence[OutputGuardrail] = (),
         review: Review | None = None,
         before_review: Review | None = None,
+        memory: Iterable[str | MemoryScope] = (),
     ) -> None:
         if name is not None:
             require_text(name, "Task name must not be blank when set")
@@ -240,6 +248,7 @@ class Task(Generic[Out]):
         set_(self, "output_guardrails", checked_output)
         set_(self, "review", _check_review(review, "review"))
         set_(self, "before_review", _check_review(before_review, "before_review"))
+        set_(self, "memory", _check_memory(memory))
         set_(self, "output_spec", spec)
 
     @classmethod
@@ -307,6 +316,27 @@ def _check_review(review: object, field_name: str) -> Review | None:
         f"Task {field_name} must be a Review (Review.required(), Review.skip() or "
         f"Review(...)), got: {review!r}"
     )
+
+
+def _check_memory(memory: object) -> tuple[MemoryScope, ...]:
+    if isinstance(memory, (str, MemoryScope)):
+        memory = (memory,)
+    scopes: dict[str, MemoryScope] = {}
+    for index, item in enumerate(as_tuple(memory, "Task memory")):
+        if isinstance(item, str):
+            if not item.strip():
+                raise ValidationError(
+                    f"Task memory[{index}] scope name must not be blank, got: {item!r}"
+                )
+            item = MemoryScope(item)
+        if not isinstance(item, MemoryScope):
+            raise ValidationError(
+                f"Task memory[{index}] must be a scope name or a MemoryScope, got: {item!r}"
+            )
+        if item.name in scopes:
+            raise ValidationError(f"Task memory lists scope '{item.name}' twice")
+        scopes[item.name] = item
+    return tuple(scopes.values())
 
 
 def _check_output_type(output_type: Any) -> OutputSpec:

@@ -210,6 +210,7 @@ The sum\
                         },
                     ],
                     "delegations": [],
+                    "memory_operations": [],
                     "final_output": "5",
                     "parsed_output": None,
                     "metrics": {
@@ -235,6 +236,8 @@ The sum\
                 "total_tool_execution_time": "<duration>",
                 "total_llm_call_count": 2,
                 "total_tool_calls": 1,
+                "total_memory_operations": 0,
+                "total_memory_retrieval_time": "PT0S",
                 "total_cost_estimate": None,
             },
             "total_cost_estimate": None,

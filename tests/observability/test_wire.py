@@ -30,6 +30,7 @@ from agentensemble import (
 from agentensemble.models import Message, ToolSpec
 from agentensemble.observability import (
     Event,
+    MemoryOperationEvent,
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
@@ -117,8 +118,21 @@ def review_events() -> list[Event]:
     ]
 
 
+def memory_events() -> list[Event]:
+    return [
+        MemoryOperationEvent(
+            operation="retrieve",
+            scope="notes",
+            entry_count=2,
+            duration=timedelta(milliseconds=3),
+            ensemble_id="run",
+            task_id="t1",
+        )
+    ]
+
+
 def test_every_event_type_serializes_to_json_and_back() -> None:
-    events = [*events_of_a_real_run(), *delegation_events(), *review_events()]
+    events = [*events_of_a_real_run(), *delegation_events(), *review_events(), *memory_events()]
     assert {event.type for event in events} == set(METHOD_BY_TYPE)  # every type is covered
     for event in events:
         message = serialize_event(event)

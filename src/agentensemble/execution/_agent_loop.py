@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
 
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
+from agentensemble.execution._memory import RecordedStore
 from agentensemble.execution._recorder import ResponseType, Turn
 from agentensemble.execution._review import reviewer_for
 from agentensemble.execution._tool_calls import answer_calls
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
     from agentensemble.execution._steps import TaskState
+    from agentensemble.memory import MemoryStore
 
 __all__ = ["AgentLoop", "ask_once", "run_agent_loop"]
 
@@ -67,6 +69,8 @@ class AgentLoop:
     """What `ToolContext.delegate` calls, when the agent may delegate."""
     reviewer: Reviewer | None = None
     """What `ToolContext.request_approval` calls, when the ensemble has a review handler."""
+    memory_store: MemoryStore | None = None
+    """`ToolContext.memory_store`, when the ensemble has a memory store."""
 
     @property
     def role(self) -> str:
@@ -136,6 +140,7 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
         tools=tools,
         delegator=team.delegator(state, mode) if team and mode and tools else None,
         reviewer=reviewer_for(task, state.recorder) if tools else None,
+        memory_store=_memory_store(task, state.recorder) if tools else None,
         settings=planned.settings,
         limiter=planned.limiter,
         max_iterations=planned.agent.max_iterations,
@@ -240,3 +245,10 @@ def _describe(value: object) -> str:
         return "nothing"
     text = repr(value)
     return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def _memory_store(task: TaskContext, recorder: TaskRecorder) -> MemoryStore | None:
+    memory = task.run.memory
+    if memory is None or memory.store is None:
+        return None
+    return RecordedStore(memory.store, recorder)

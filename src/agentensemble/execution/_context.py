@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
     from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._delegation import Team
+    from agentensemble.execution._memory import RunMemory
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.execution._review import RunReview
+    from agentensemble.memory import MemoryStore
     from agentensemble.task import Task
 
 __all__ = ["RunContext", "RunLimiters", "RunOutputs", "RunStop", "TaskContext", "new_id"]
@@ -158,6 +160,8 @@ class RunContext:
     review: RunReview | None = None
     """The review handler and policy (runs whose ensemble has a `review_handler`)."""
     stop: RunStop = field(default_factory=RunStop)
+    memory: RunMemory | None = None
+    """The memory store, entity facts and short-term memory (runs that use memory)."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -197,6 +201,7 @@ class TaskContext:
         *,
         tool_name: str | None = None,
         reviewer: Reviewer | None = None,
+        memory_store: MemoryStore | None = None,
     ) -> ToolContext:
         """What `@tool` functions that ask for a `ToolContext` receive for one call."""
         return ToolContext(
@@ -210,4 +215,5 @@ class TaskContext:
             depth=self.depth,
             tool_call_id=tool_call_id,
             delegator=delegator,
+            memory_store=memory_store,
         )

@@ -23,6 +23,7 @@ from agentensemble.execution._context import RunContext
 from agentensemble.execution._gates import after_review, before_review
 from agentensemble.execution._guardrails import check_input, check_output
 from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
+from agentensemble.execution._memory import RunMemory, memory_steps
 from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
 from agentensemble.execution._structured_output import (
     add_output_format,
@@ -117,17 +118,23 @@ class ReviewRules:
 
 
 def task_steps(
-    task: Task[Any], agent: Agent | None, *, review: Review | None = None
+    task: Task[Any],
+    agent: Agent | None,
+    *,
+    review: Review | None = None,
+    memory: RunMemory | None = None,
 ) -> tuple[TaskStep, ...]:
     """The steps a task runs between its start and complete events (BEHAVIOUR 6.1 order);
     each capability adds its own here, and only to the tasks that use it. `review`: the
-    gate after the task's output, if one fires."""
+    gate after the task's output, if one fires; `memory`: the run's memory, if any."""
     typed = task.output_spec is not None
+    recall, remember = memory_steps(memory, task)
     steps: list[TaskStep | None] = [check_input if task.input_guardrails else None]
     if agent is None:
         steps += [run_handler, check_handler_output if typed else None]
     else:
         steps += [
+            *recall,
             add_output_format if typed else None,
             build_prompts,
             run_agent_loop,
@@ -136,6 +143,7 @@ def task_steps(
     steps += [
         check_output if task.output_guardrails else None,
         after_review(review) if review is not None else None,
+        *remember,
         finish_output,
     ]
     return tuple(step for step in steps if step is not None)
@@ -275,7 +283,10 @@ async def plan_tasks(
                 if agent
                 else None,
                 steps=task_steps(
-                    task, agent, review=review.after(task, index, count) if review else None
+                    task,
+                    agent,
+                    review=review.after(task, index, count) if review else None,
+                    memory=run.memory,
                 ),
                 tools=peer_tools(agent) if agent else None,
                 limiter=run.limiters.for_task(task),

@@ -78,18 +78,20 @@ def build_user_prompt(
     context_format: ContextFormat = ContextFormat.JSON,
 ) -> str:
     """Every section in slot order: context from previous tasks (if any), the task, its
-    expected output, and whatever sections capabilities added. Under `ContextFormat.TOON`
+    expected output, and whatever sections capabilities added. A capability's CONTEXT
+    section (short-term memory) replaces the context section. Under `ContextFormat.TOON`
     a context output with a parsed (structured) value shows that value in TOON."""
     task = f"## Task\n{description}"
     expected = f"\n\n## Expected Output\n{expected_output}"
-    context_text = _context_section(context, context_format) if context else ""
     if not sections:  # the common case, without the sorting
+        context_text = _context_section(context, context_format) if context else ""
         return f"{context_text}{task}{expected}"
     core = [
-        PromptSection(PromptSlot.CONTEXT, context_text),
         PromptSection(PromptSlot.TASK, task),
         PromptSection(PromptSlot.EXPECTED_OUTPUT, expected),
     ]
+    if context and not any(section.slot is PromptSlot.CONTEXT for section in sections):
+        core.append(PromptSection(PromptSlot.CONTEXT, _context_section(context, context_format)))
     return "".join(section.text for section in sorted((*core, *sections), key=_slot_of))
 
 

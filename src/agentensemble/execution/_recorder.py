@@ -23,6 +23,7 @@ from agentensemble.observability._events import (
     DelegationStartedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
+    MemoryOperationEvent,
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
@@ -37,6 +38,7 @@ from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
 from agentensemble.observability._trace import (
     DelegationTrace,
     LlmInteraction,
+    MemoryOperationTrace,
     PromptTrace,
     TaskTrace,
     ToolCallTrace,
@@ -84,6 +86,8 @@ class TaskRecorder:
         "interactions",
         "llm_calls",
         "llm_seconds",
+        "memory_operations",
+        "memory_seconds",
         "model_name",
         "output_tokens",
         "prompt_seconds",
@@ -113,6 +117,8 @@ class TaskRecorder:
         self.tool_seconds = 0.0
         self.interactions: list[LlmInteraction] = []
         self.delegations: list[DelegationTrace] = []
+        self.memory_operations: list[MemoryOperationTrace] = []
+        self.memory_seconds = 0.0
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -444,6 +450,49 @@ class TaskRecorder:
             )
         )
 
+    # ---- memory ----------------------------------------------------------------------------
+
+    async def memory_operation(
+        self, operation: str, scope: str | None, entry_count: int, started: float
+    ) -> None:
+        """A memory read or write that began at `started` (``time.perf_counter()``)."""
+        seconds = time.perf_counter() - started
+        if operation != "store" and operation != "evict":
+            self.memory_seconds += seconds
+        duration = timedelta(seconds=seconds)
+        completed_at = datetime.now(UTC)
+        self.memory_operations.append(
+            MemoryOperationTrace(
+                operation=operation,
+                scope=scope,
+                entry_count=entry_count,
+                started_at=completed_at - duration,
+                duration=duration,
+            )
+        )
+        logger.debug(
+            "[%s] Memory %s%s: %d entries",
+            self.role,
+            operation,
+            f" {scope}" if scope else "",
+            entry_count,
+        )
+        if self.events.wants("on_memory_operation"):
+            await self.events.emit(
+                MemoryOperationEvent(
+                    operation=operation,
+                    scope=scope,
+                    entry_count=entry_count,
+                    duration=duration,
+                    agent_role=self.role,
+                    task_index=self.task.planned.index,
+                    ensemble_id=self.task.run.run_id,
+                    task_id=self.task.task_id,
+                    parent_task_id=self.task.parent_task_id,
+                    timestamp=completed_at,
+                )
+            )
+
     # ---- reviews ---------------------------------------------------------------------------
 
     async def review_requested(self, request: ReviewRequest) -> None:
@@ -553,6 +602,7 @@ class TaskRecorder:
             prompts=self.prompts,
             llm_interactions=tuple(self.interactions),
             delegations=tuple(self.delegations),
+            memory_operations=tuple(self.memory_operations),
             final_output=raw,
             parsed_output=parsed,
             metrics=metrics,
@@ -579,8 +629,10 @@ class TaskRecorder:
             llm_latency=timedelta(seconds=self.llm_seconds),
             tool_execution_time=timedelta(seconds=self.tool_seconds),
             prompt_build_time=timedelta(seconds=self.prompt_seconds),
+            memory_retrieval_time=timedelta(seconds=self.memory_seconds),
             llm_call_count=self.llm_calls,
             tool_call_count=self.tool_calls,
+            memory_operations=len(self.memory_operations),
             cost_estimate=cost.estimate(self.input_tokens, self.output_tokens) if cost else None,
         )
 

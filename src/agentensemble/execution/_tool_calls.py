@@ -133,7 +133,11 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
         result = ToolResult.failure(f"Unknown tool '{call.name}'")
     else:
         context = loop.task.tool_context(
-            call.id, loop.delegator, tool_name=call.name, reviewer=loop.reviewer
+            call.id,
+            loop.delegator,
+            tool_name=call.name,
+            reviewer=loop.reviewer,
+            memory_store=loop.memory_store,
         )
         result = await tool.invoke(call.arguments, context)
     seconds = time.perf_counter() - started

@@ -9,6 +9,7 @@ across runs. The SQLite and embedding stores load on first use.
 
 from typing import TYPE_CHECKING, Any
 
+from agentensemble.memory._entities import EntityMemory
 from agentensemble.memory._in_memory import InMemoryStore
 from agentensemble.memory._model import EvictionPolicy, MemoryEntry, MemoryScope
 from agentensemble.memory._store import MemoryStore
@@ -16,11 +17,13 @@ from agentensemble.memory._store import MemoryStore
 __all__ = [
     "Embedder",
     "EmbeddingMemoryStore",
+    "EntityMemory",
     "EvictionPolicy",
     "InMemoryStore",
     "MemoryEntry",
     "MemoryScope",
     "MemoryStore",
+    "MemoryTool",
     "SqliteMemoryStore",
     "VectorIndex",
 ]
@@ -30,11 +33,13 @@ _LAZY = {
     "EmbeddingMemoryStore": "agentensemble.memory._embeddings",
     "VectorIndex": "agentensemble.memory._embeddings",
     "SqliteMemoryStore": "agentensemble.memory._sqlite",
+    "MemoryTool": "agentensemble.memory._tool",
 }
 
 if TYPE_CHECKING:
     from agentensemble.memory._embeddings import Embedder, EmbeddingMemoryStore, VectorIndex
     from agentensemble.memory._sqlite import SqliteMemoryStore
+    from agentensemble.memory._tool import MemoryTool
 
 
 def __getattr__(name: str) -> Any:

@@ -42,8 +42,7 @@ class MemoryEntry:
             )
         if not isinstance(self.stored_at, datetime) or self.stored_at.tzinfo is None:
             raise ValidationError(
-                f"MemoryEntry stored_at must be a timezone-aware datetime, got: "
-                f"{self.stored_at!r}"
+                f"MemoryEntry stored_at must be a timezone-aware datetime, got: {self.stored_at!r}"
             )
         object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
 

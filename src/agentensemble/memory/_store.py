@@ -40,7 +40,7 @@ class MemoryStore(abc.ABC):
     async def clear(self, scope: str) -> None:
         """Remove every entry of `scope`."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional: most stores hold nothing)
         """Release what the store holds (nothing, unless the store says otherwise)."""
 
     async def __aenter__(self) -> MemoryStore:

@@ -25,6 +25,7 @@ __all__ = [
     "Event",
     "LlmIterationCompletedEvent",
     "LlmIterationStartedEvent",
+    "MemoryOperationEvent",
     "ReviewDecidedEvent",
     "ReviewRequestedEvent",
     "ReviewTimedOutEvent",
@@ -379,6 +380,31 @@ class ReviewTimedOutEvent:
     type: Literal["review_timed_out"] = field(default="review_timed_out", init=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryOperationEvent:
+    """A task read or wrote memory: `operation` is ``retrieve`` or ``store`` (a scope of the
+    memory store, or a `MemoryTool` call), ``evict`` (a scope's eviction after a store),
+    ``short_term`` (earlier outputs of the run) or ``entity_lookup`` (entity facts)."""
+
+    operation: str
+    scope: str | None
+    """The memory scope (None for short-term memory and entity lookups)."""
+    entry_count: int
+    """Entries found (retrieve, short_term, entity_lookup), stored (1) or evicted."""
+    duration: timedelta
+    agent_role: str = ""
+    task_index: int = 0
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    task_id: str = ""
+    """The task execution that used memory."""
+    parent_task_id: str | None = None
+    """The delegating task's id, for a task run by delegation."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the operation finished (UTC)."""
+    type: Literal["memory_operation"] = field(default="memory_operation", init=False)
+
+
 Event = (
     EnsembleStartedEvent
     | EnsembleCompletedEvent
@@ -396,5 +422,6 @@ Event = (
     | ReviewRequestedEvent
     | ReviewDecidedEvent
     | ReviewTimedOutEvent
+    | MemoryOperationEvent
 )
 """Any lifecycle event."""

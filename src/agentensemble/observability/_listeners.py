@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Event,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
+        MemoryOperationEvent,
         ReviewDecidedEvent,
         ReviewRequestedEvent,
         ReviewTimedOutEvent,
@@ -113,6 +114,9 @@ class EnsembleListener:
     def on_review_timed_out(self, event: ReviewTimedOutEvent) -> Any:
         """A review got no decision in time."""
 
+    def on_memory_operation(self, event: MemoryOperationEvent) -> Any:
+        """A task read or wrote memory."""
+
     def on_event(self, event: Event) -> Any:
         """Any event (called after the event's own method)."""
 
@@ -134,6 +138,7 @@ METHOD_BY_TYPE = {
     "review_requested": "on_review_requested",
     "review_decided": "on_review_decided",
     "review_timed_out": "on_review_timed_out",
+    "memory_operation": "on_memory_operation",
 }
 """Listener method for each event `type`."""
 

@@ -51,6 +51,8 @@ class ExecutionMetrics:
     total_tool_execution_time: timedelta = timedelta(0)
     total_llm_call_count: int = 0
     total_tool_calls: int = 0
+    total_memory_operations: int = 0
+    total_memory_retrieval_time: timedelta = timedelta(0)
     total_cost_estimate: Decimal | None = None
     """Sum of the known task costs (None when no task has one)."""
 
@@ -59,7 +61,8 @@ class ExecutionMetrics:
         """Aggregate task metrics."""
         inputs = outputs = 0
         latency = tool_time = timedelta(0)
-        calls = tool_calls = 0
+        calls = tool_calls = memory_operations = 0
+        memory_time = timedelta(0)
         cost: Decimal | None = None
         for metrics in tasks:
             inputs = add_known(inputs, metrics.input_tokens)
@@ -68,6 +71,8 @@ class ExecutionMetrics:
             tool_time += metrics.tool_execution_time
             calls += metrics.llm_call_count
             tool_calls += metrics.tool_call_count
+            memory_operations += metrics.memory_operations
+            memory_time += metrics.memory_retrieval_time
             if metrics.cost_estimate is not None:
                 cost = (cost or Decimal(0)) + metrics.cost_estimate
         return cls(
@@ -78,5 +83,7 @@ class ExecutionMetrics:
             total_tool_execution_time=tool_time,
             total_llm_call_count=calls,
             total_tool_calls=tool_calls,
+            total_memory_operations=memory_operations,
+            total_memory_retrieval_time=memory_time,
             total_cost_estimate=cost,
         )

@@ -23,6 +23,7 @@ __all__ = [
     "ErrorTrace",
     "ExecutionTrace",
     "LlmInteraction",
+    "MemoryOperationTrace",
     "PromptTrace",
     "TaskTrace",
     "ToolCallTrace",
@@ -101,6 +102,17 @@ class PromptTrace:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryOperationTrace:
+    """One memory operation of a task (see `MemoryOperationEvent` for the operations)."""
+
+    operation: str
+    scope: str | None
+    entry_count: int
+    started_at: datetime
+    duration: timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DelegationTrace:
     """A subtask handed to another agent, with the worker's own trace when it ran."""
 
@@ -132,6 +144,8 @@ class TaskTrace:
     """None for a deterministic (handler) task."""
     llm_interactions: tuple[LlmInteraction, ...] = ()
     delegations: tuple[DelegationTrace, ...] = ()
+    memory_operations: tuple[MemoryOperationTrace, ...] = ()
+    """Memory reads and writes, in order (runs with memory)."""
     final_output: str
     parsed_output: Any = None
     metrics: TaskMetrics

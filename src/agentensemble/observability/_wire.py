@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Event,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
+        MemoryOperationEvent,
         ReviewDecidedEvent,
         ReviewRequestedEvent,
         ReviewTimedOutEvent,
@@ -294,6 +295,19 @@ def _review_timed_out(event: ReviewTimedOutEvent) -> dict[str, Any]:
     }
 
 
+def _memory_operation(event: MemoryOperationEvent) -> dict[str, Any]:
+    return {
+        **_task_ids(event.task_id, event.parent_task_id),
+        "agentRole": event.agent_role,
+        "taskIndex": event.task_index,
+        "operation": event.operation,
+        "scope": event.scope,
+        "entryCount": event.entry_count,
+        "durationMs": _ms(event.duration),
+        "timestamp": _at(event.timestamp),
+    }
+
+
 _BUILDERS: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     "ensemble_started": ("ensemble_started", _ensemble_started),
     "ensemble_completed": ("ensemble_completed", _ensemble_completed),
@@ -311,4 +325,5 @@ _BUILDERS: dict[str, tuple[str, Callable[[Any], dict[str, Any]]]] = {
     "review_requested": ("review_requested", _review_requested),
     "review_decided": ("review_decided", _review_decided),
     "review_timed_out": ("review_timed_out", _review_timed_out),
+    "memory_operation": ("memory_operation", _memory_operation),
 }

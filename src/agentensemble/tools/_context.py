@@ -1,5 +1,5 @@
 """`ToolContext`: which run, task and depth a tool call belongs to, and what the run offers
-tools (delegation, approvals by a reviewer)."""
+tools (delegation, approvals by a reviewer, the memory store)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from agentensemble.review._model import (
 
 if TYPE_CHECKING:
     from agentensemble.delegation import DelegationResponse
+    from agentensemble.memory import MemoryStore
 
 __all__ = ["Delegator", "Reviewer", "ToolContext", "approval_required"]
 
@@ -71,6 +72,9 @@ class ToolContext:
     """The tool being called."""
     reviewer: Reviewer | None = field(default=None, repr=False, compare=False)
     """Set by the engine when the ensemble has a review handler; use `request_approval`."""
+    memory_store: MemoryStore | None = field(default=None, repr=False, compare=False)
+    """The ensemble's memory store, when it has one; its operations count in the task's
+    metrics, events and trace."""
 
     @property
     def can_request_review(self) -> bool:

@@ -1,0 +1,56 @@
+"""`EntityMemory`: known facts about named entities, shown to every task of a run."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from agentensemble.errors import ValidationError
+
+__all__ = ["EntityMemory"]
+
+
+class EntityMemory:
+    """One fact per entity name (names are trimmed; a later `put` replaces the fact).
+
+    Give it to ``Ensemble(entity_memory=...)``: every task's prompt then has an
+    ``## Entity Knowledge`` section listing the facts (BEHAVIOUR 3.2). Safe to share between
+    runs and threads.
+    """
+
+    def __init__(self, facts: Mapping[str, str] | None = None) -> None:
+        self._facts: dict[str, str] = {}
+        self._lock = threading.Lock()
+        for name, fact in (facts or {}).items():
+            self.put(name, fact)
+
+    def put(self, entity_name: str, fact: str) -> None:
+        """Record `fact` about `entity_name`."""
+        if not isinstance(entity_name, str) or not entity_name.strip():
+            raise ValidationError(f"entity_name must not be blank, got: {entity_name!r}")
+        if not isinstance(fact, str):
+            raise ValidationError(f"fact must be a string, got: {fact!r}")
+        with self._lock:
+            self._facts[entity_name.strip()] = fact
+
+    def get(self, entity_name: str) -> str | None:
+        """The fact about `entity_name` (trimmed), if any."""
+        with self._lock:
+            return self._facts.get(entity_name.strip())
+
+    def remove(self, entity_name: str) -> bool:
+        """Forget `entity_name`; whether it was known."""
+        with self._lock:
+            return self._facts.pop(entity_name.strip(), None) is not None
+
+    def facts(self) -> dict[str, str]:
+        """Every fact, by entity name, in the order the names were first recorded."""
+        with self._lock:
+            return dict(self._facts)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._facts)
+
+    def __repr__(self) -> str:
+        return f"EntityMemory({len(self)} entities)"
