@@ -1,13 +1,11 @@
 """A weekly analyst that remembers: each run reads what earlier runs stored in one SQLite
 file, and an agent keeps explicit notes with a MemoryTool.
 
-Run it twice with the same path to see the second run recall the first:
-``python examples/memory_across_runs.py /tmp/analyst.db``. Without an argument it uses a
-temporary file and runs three weeks in a row.
+Three weekly runs share a temporary file here; point `MemoryStore.sqlite` at a file of your
+own and each run of your program recalls the runs before it, in any process.
 """
 
 import asyncio
-import sys
 import tempfile
 from pathlib import Path
 
@@ -51,8 +49,5 @@ async def main(path: Path, weeks: range) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        asyncio.run(main(Path(sys.argv[1]), range(1, 2)))
-    else:
-        with tempfile.TemporaryDirectory() as directory:
-            asyncio.run(main(Path(directory) / "analyst.db", range(1, 4)))
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(main(Path(directory) / "analyst.db", range(1, 4)))

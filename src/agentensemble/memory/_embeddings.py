@@ -56,7 +56,7 @@ class Embedder(abc.ABC):
     async def embed_query(self, text: str) -> Vector:
         """The vector of a search query."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional: most embedders hold nothing)
         """Release what the embedder holds (nothing, unless the embedder says otherwise)."""
 
     @classmethod
@@ -134,7 +134,7 @@ class VectorIndex(abc.ABC):
         that the store embeds the query and searches; the built-in indexes know."""
         return True
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (optional: an index may hold nothing)
         """Release what the index holds (nothing, unless the index says otherwise)."""
 
     async def __aenter__(self) -> VectorIndex:
@@ -207,8 +207,7 @@ class EmbeddingMemoryStore(MemoryStore):
 
     def __repr__(self) -> str:
         return (
-            f"EmbeddingMemoryStore(embedder={self.embedder!r}, "
-            f"vector_index={self.vector_index!r})"
+            f"EmbeddingMemoryStore(embedder={self.embedder!r}, vector_index={self.vector_index!r})"
         )
 
     async def store(self, scope: str, entry: MemoryEntry) -> None:
@@ -233,8 +232,7 @@ class EmbeddingMemoryStore(MemoryStore):
 
     async def evict(self, scope: str, policy: EvictionPolicy) -> int:
         check_scope(scope)
-        if not isinstance(policy, EvictionPolicy):
-            raise ValidationError(f"policy must be an EvictionPolicy, got: {policy!r}")
+        check_policy(policy)
         return await self.vector_index.evict(scope, policy)
 
     async def clear(self, scope: str) -> None:
@@ -247,6 +245,13 @@ class EmbeddingMemoryStore(MemoryStore):
             await _aclose(self.vector_index)
         finally:
             await _aclose(self.embedder)
+
+
+def check_policy(policy: object) -> EvictionPolicy:
+    """`policy` if it is an `EvictionPolicy`, else a ValidationError."""
+    if not isinstance(policy, EvictionPolicy):
+        raise ValidationError(f"policy must be an EvictionPolicy, got: {policy!r}")
+    return policy
 
 
 def _has_methods(candidate: type, names: Sequence[str]) -> bool:

@@ -9,6 +9,7 @@ else), and another process's write is waited for up to `busy_timeout` seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import threading
@@ -81,11 +82,8 @@ class SqliteWorker:
     def close(self) -> None:
         """Close without awaiting: the worker finishes queued work, then closes."""
         with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.submit(self._state.close_connection)
-            executor.shutdown(wait=False)
-            self._state.executor = None
+            self._executor = None
+        _WorkerState.shut_down(self._state)
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -147,7 +145,11 @@ class _WorkerState:
 
     @staticmethod
     def shut_down(state: _WorkerState) -> None:
+        """Close the connection on its thread and end the thread (the worker was collected,
+        or the interpreter is exiting)."""
         executor, state.executor = state.executor, None
-        if executor is not None:
+        if executor is None:
+            return
+        with contextlib.suppress(RuntimeError):  # raised once the interpreter is exiting
             executor.submit(state.close_connection)
-            executor.shutdown(wait=False)
+        executor.shutdown(wait=False)
