@@ -13,6 +13,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -99,14 +100,29 @@ class SqliteWorker:
             self.path, timeout=self._busy_timeout, isolation_level=None
         )
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            _use_wal(connection, self._busy_timeout)
+            connection.execute("PRAGMA synchronous=NORMAL")
             self._setup(connection)
         except BaseException:
             connection.close()
             raise
         return connection
+
+
+def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL mode. Two processes opening a new file at once can find it
+    locked without SQLite's busy handler being asked, so the switch is retried until
+    `busy_timeout` has passed."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.005)  # on the worker thread, never the event loop
 
 
 class _WorkerState:
