@@ -205,12 +205,42 @@ def semantic(n_entries: int, seed: int = 7) -> dict[str, Any]:
     return asyncio.run(_semantic(n_entries, seed))
 
 
+async def _per_task(runs: int) -> dict[str, Any]:
+    from agentensemble import Ensemble, FunctionModel, Task
+
+    model = FunctionModel(lambda messages, tools: "An instant answer.")
+
+    async def wall_us_per_run(store: MemoryStore | None) -> float:
+        task = Task("Summarise the week", memory=["weekly"] if store else ())
+        ensemble = Ensemble(tasks=[task], llm=model, memory_store=store)
+        await ensemble.arun()  # warm-up
+        start = time.perf_counter()
+        for _ in range(runs):
+            await ensemble.arun()
+        return round((time.perf_counter() - start) / runs * 1e6, 1)
+
+    with tempfile.TemporaryDirectory() as directory:
+        async with MemoryStore.sqlite(Path(directory) / "runs.db") as sqlite_store:
+            return {
+                "runs": runs,
+                "wall_us_per_one_task_run_without_memory": await wall_us_per_run(None),
+                "wall_us_with_one_scope_in_memory": await wall_us_per_run(MemoryStore.in_memory()),
+                "wall_us_with_one_scope_sqlite": await wall_us_per_run(sqlite_store),
+            }
+
+
+def per_task(runs: int = 500) -> dict[str, Any]:
+    """What one declared scope adds to a one-task run (a retrieve and a store), instant model."""
+    return asyncio.run(_per_task(runs))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     results = {
+        "per_task": per_task(),
         "keyword": keyword(args.entries, args.seed),
         "semantic": semantic(args.entries, args.seed),
     }
