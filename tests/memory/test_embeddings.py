@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agentensemble.errors import ValidationError
 from agentensemble.memory import (
@@ -326,10 +327,17 @@ async def test_a_path_means_a_sqlite_index_and_none_an_in_memory_one(tmp_path: P
     assert (tmp_path / "memory.db").exists()
 
 
-async def test_a_json_incompatible_structured_content_is_refused(tmp_path: Path) -> None:
+async def test_structured_content_json_cannot_encode_is_kept_as_its_json_form(
+    tmp_path: Path,
+) -> None:
+    class Price(BaseModel):
+        amount: int
+
     async with EmbeddingMemoryStore(Embedder.hashing(), str(tmp_path / "m.db")) as store:
-        with pytest.raises(ValidationError, match="structured_content must be JSON-serialisable"):
-            await store.store("notes", MemoryEntry("x", structured_content={1, 2}))
+        await store.store("notes", MemoryEntry("x", structured_content=Price(amount=3)))
+        await store.store("notes", MemoryEntry("y", structured_content={1, 2}))
+        found = await store.retrieve("notes", "x", 2)
+    assert sorted(str(item.structured_content) for item in found) == ["[1, 2]", "{'amount': 3}"]
 
 
 async def test_dimension_mismatch_names_both_sizes(make_index: IndexFactory) -> None:

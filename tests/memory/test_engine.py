@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ from agentensemble import (
 )
 from agentensemble.errors import ValidationError
 from agentensemble.memory import (
+    Embedder,
     EntityMemory,
+    InMemoryStore,
     MemoryEntry,
     MemoryScope,
     MemoryStore,
@@ -427,3 +430,35 @@ async def test_concurrent_runs_share_one_store() -> None:
             group.create_task(ensemble.arun(inputs={"n": str(number)}))
     stored = await store.retrieve("runs", "q", 20)
     assert len(stored) == 10
+
+
+async def test_storing_the_output_does_not_count_against_the_task_timeout() -> None:
+    class SlowDisk(InMemoryStore):
+        async def store(self, scope: str, entry: MemoryEntry) -> None:
+            await asyncio.sleep(0.3)  # the scenario: a write slower than the task's timeout
+            await super().store(scope, entry)
+
+    store = SlowDisk()
+    output = await Ensemble(
+        tasks=[Task("Quick", memory=["s"], timeout=0.1)], llm=echo(), memory_store=store
+    ).arun()
+    assert output.raw == "done: Quick"
+    assert [entry.content for entry in await store.retrieve("s", "q", 5)] == ["done: Quick"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "embeddings"])
+async def test_typed_outputs_are_kept_by_the_persistent_stores(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "memory.db"
+    store = (
+        MemoryStore.sqlite(path)
+        if kind == "sqlite"
+        else MemoryStore.embeddings(Embedder.hashing(), path)
+    )
+    async with store:
+        await Ensemble(
+            tasks=[Task("Price it", output_type=Price, memory=["prices"])],
+            llm=ScriptedModel(['{"amount": 7}']),
+            memory_store=store,
+        ).arun()
+        (stored,) = await store.retrieve("prices", "price", 5)
+    assert stored.structured_content == {"amount": 7}

@@ -163,3 +163,17 @@ def test_entity_memory_rejects_blank_names_and_missing_facts(
 ) -> None:
     with pytest.raises(ValidationError, match=message):
         EntityMemory().put(name, fact)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({}, "EvictionPolicy needs max_entries or max_age"),
+        ({"max_entries": 0}, "keep_last_entries n must be > 0, got: 0"),
+        ({"max_entries": -2}, "keep_last_entries n must be > 0, got: -2"),
+        ({"max_age": timedelta(seconds=-1)}, "keep_entries_within duration must be positive"),
+    ],
+)
+def test_a_policy_built_directly_is_checked_too(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        EvictionPolicy(**fields)  # type: ignore[arg-type]

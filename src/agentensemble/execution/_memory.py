@@ -125,7 +125,10 @@ async def recall_entities(state: TaskState) -> None:
 
 
 async def remember_output(state: TaskState) -> None:
-    """Store the task's output in each declared scope, then apply the scope's eviction."""
+    """Store the task's output in each declared scope, then apply the scope's eviction.
+
+    The output is final here, so storing it does not count against the task's timeout: a
+    deadline expiring mid-write would fail a task whose output a store had already kept."""
     store, planned = _store_of(state), state.task.planned
     entry = MemoryEntry(
         state.raw,
@@ -135,10 +138,11 @@ async def remember_output(state: TaskState) -> None:
             MemoryEntry.TASK_DESCRIPTION: planned.description,
         },
     )
-    for scope in planned.source.memory:
-        await store.store(scope.name, entry)
-        if scope.eviction is not None:
-            await store.evict(scope.name, scope.eviction)
+    with state.task.deadlines.paused():
+        for scope in planned.source.memory:
+            await store.store(scope.name, entry)
+            if scope.eviction is not None:
+                await store.evict(scope.name, scope.eviction)
 
 
 class RecordedStore(MemoryStore):

@@ -58,6 +58,9 @@ task_logger = get_logger("agentensemble.task")
 
 ResponseType = Literal["TOOL_CALLS", "FINAL_ANSWER"]
 
+_WRITES = frozenset({"store", "evict", "clear"})
+"""Memory operations that are not retrievals (not in `memory_retrieval_time`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -457,7 +460,7 @@ class TaskRecorder:
     ) -> None:
         """A memory read or write that began at `started` (``time.perf_counter()``)."""
         seconds = time.perf_counter() - started
-        if operation != "store" and operation != "evict":
+        if operation not in _WRITES:
             self.memory_seconds += seconds
         duration = timedelta(seconds=seconds)
         completed_at = datetime.now(UTC)

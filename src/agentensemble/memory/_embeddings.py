@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from agentensemble._extras import require
 from agentensemble.errors import ValidationError
 from agentensemble.memory._in_memory import check_entry
-from agentensemble.memory._model import EvictionPolicy, check_max_results, check_scope
+from agentensemble.memory._model import (
+    EvictionPolicy,
+    check_max_results,
+    check_query,
+    check_scope,
+)
 from agentensemble.memory._store import MemoryStore
 
 if TYPE_CHECKING:
@@ -223,8 +228,7 @@ class EmbeddingMemoryStore(MemoryStore):
     async def retrieve(self, scope: str, query: str, max_results: int) -> list[MemoryEntry]:
         check_scope(scope)
         check_max_results(max_results)
-        if not isinstance(query, str):
-            raise ValidationError(f"query must be a string, got: {query!r}")
+        check_query(query)
         if not await _may_hold_entries(self.vector_index, scope):
             return []
         vector = await self.embedder.embed_query(query)

@@ -9,6 +9,7 @@ from agentensemble.memory._model import (
     EvictionPolicy,
     MemoryEntry,
     check_max_results,
+    check_query,
     check_scope,
 )
 from agentensemble.memory._store import MemoryStore
@@ -40,6 +41,7 @@ class InMemoryStore(MemoryStore):
 
     async def retrieve(self, scope: str, query: str, max_results: int) -> list[MemoryEntry]:
         check_scope(scope)
+        check_query(query)
         check_max_results(max_results)
         with self._lock:
             return list(self._scopes.get(scope, ())[-max_results:])

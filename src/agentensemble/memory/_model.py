@@ -11,7 +11,14 @@ from typing import Any
 
 from agentensemble.errors import ValidationError
 
-__all__ = ["EvictionPolicy", "MemoryEntry", "MemoryScope", "check_max_results", "check_scope"]
+__all__ = [
+    "EvictionPolicy",
+    "MemoryEntry",
+    "MemoryScope",
+    "check_max_results",
+    "check_query",
+    "check_scope",
+]
 
 
 def _now() -> datetime:
@@ -59,13 +66,24 @@ class EvictionPolicy:
     max_entries: int | None = None
     max_age: timedelta | None = None
 
+    def __post_init__(self) -> None:
+        if self.max_entries is None and self.max_age is None:
+            raise ValidationError(
+                "EvictionPolicy needs max_entries or max_age: use "
+                "EvictionPolicy.keep_last_entries(n) or EvictionPolicy.keep_entries_within(d)"
+            )
+        if self.max_entries is not None:
+            _check_count(self.max_entries)
+        if self.max_age is not None and (
+            not isinstance(self.max_age, timedelta) or self.max_age <= timedelta(0)
+        ):
+            raise ValidationError(
+                f"keep_entries_within duration must be positive, got: {self.max_age!r}"
+            )
+
     @classmethod
     def keep_last_entries(cls, n: int) -> EvictionPolicy:
         """Keep the `n` most recent entries."""
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ValidationError(f"keep_last_entries n must be an integer, got: {n!r}")
-        if n <= 0:
-            raise ValidationError(f"keep_last_entries n must be > 0, got: {n}")
         return cls(max_entries=n)
 
     @classmethod
@@ -98,6 +116,13 @@ class EvictionPolicy:
         if self.max_entries is not None:
             entries = entries[-self.max_entries :]
         return entries
+
+
+def _check_count(n: object) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValidationError(f"keep_last_entries n must be an integer, got: {n!r}")
+    if n <= 0:
+        raise ValidationError(f"keep_last_entries n must be > 0, got: {n}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +169,11 @@ def check_max_results(max_results: object) -> int:
     if max_results <= 0:
         raise ValidationError(f"max_results must be > 0, got: {max_results}")
     return max_results
+
+
+def check_query(query: object) -> str:
+    """`query` if it is a string (blank is allowed: it matches nothing), else a
+    ValidationError."""
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, got: {query!r}")
+    return query

@@ -31,16 +31,16 @@ import sqlite3
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
-
-from pydantic_core import to_jsonable_python
+from typing import Final, TypeVar
 
 from agentensemble.errors import AgentEnsembleError
+from agentensemble.memory._encoding import json_text
 from agentensemble.memory._in_memory import check_entry
 from agentensemble.memory._model import (
     EvictionPolicy,
     MemoryEntry,
     check_max_results,
+    check_query,
     check_scope,
 )
 from agentensemble.memory._sqlite_worker import SqliteWorker
@@ -159,7 +159,7 @@ class SqliteMemoryStore(MemoryStore):
         check_scope(scope)
         check_max_results(max_results)
         worker = self._open_worker()
-        words = _query_words(query) if isinstance(query, str) else []
+        words = _query_words(check_query(query))
 
         def find(connection: sqlite3.Connection) -> list[MemoryEntry]:
             scope_id = _scope_id(connection, scope)
@@ -254,22 +254,8 @@ def _or_of(terms: Iterable[str]) -> str:
 
 def _encode(entry: MemoryEntry) -> tuple[str, str | None, str, str]:
     """The content, structured_content, metadata and stored_at columns of `entry`."""
-    structured = None if entry.structured_content is None else _json(entry.structured_content)
-    return (entry.content, structured, _json(dict(entry.metadata)), _timestamp(entry.stored_at))
-
-
-def _json(value: Any) -> str:
-    """JSON text of `value`. Plain JSON data is encoded as is; anything else (a pydantic
-    model, a dataclass, a datetime, a set) through pydantic's conversion, with ``str`` for
-    what that cannot convert, so that storing never fails on the value's type."""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        pass
-    try:
-        return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return json.dumps(str(value), ensure_ascii=False)
+    structured = None if entry.structured_content is None else json_text(entry.structured_content)
+    return (entry.content, structured, json_text(dict(entry.metadata)), _timestamp(entry.stored_at))
 
 
 def _timestamp(moment: datetime) -> str:

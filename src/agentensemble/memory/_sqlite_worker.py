@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from agentensemble.errors import ValidationError
 
-__all__ = ["Connect", "SqliteWorker"]
+__all__ = ["Connect", "SqliteWorker", "in_transaction"]
 
 T = TypeVar("T")
 Connect = Callable[..., Any]
@@ -33,7 +33,9 @@ class SqliteWorker:
 
     The connection is opened on first use, by the worker thread, then `setup(connection)`
     creates the schema. `aclose` (or the worker being garbage-collected) closes the
-    connection and ends the thread.
+    connection and ends the thread. A process forked from one that used the worker (a
+    pre-forking server, ``multiprocessing``) opens a connection and a thread of its own: the
+    parent's thread does not exist there, and its connection must not be used.
     """
 
     def __init__(
@@ -61,6 +63,9 @@ class SqliteWorker:
         self._state = _WorkerState()
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        self._inherited: list[_WorkerState] = []
         self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -76,24 +81,41 @@ class SqliteWorker:
         """Close the connection and end the thread (waiting for the work in progress)."""
         executor = self._executor
         if executor is None:
+            self.close()
             return
-        await asyncio.wrap_future(executor.submit(self._state.close_connection))
-        self.close()
+        try:
+            await asyncio.wrap_future(executor.submit(self._state.close_connection))
+        finally:
+            self.close()
 
     def close(self) -> None:
-        """Close without awaiting: the worker finishes queued work, then closes."""
+        """Close without awaiting: the worker finishes queued work, then closes. Work
+        asked for afterwards raises RuntimeError."""
         with self._lock:
             self._executor = None
+            self._closed = True
         _WorkerState.shut_down(self._state)
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise RuntimeError(f"The SQLite file's worker is closed: {self.path}")
+            if self._pid != os.getpid():
+                self._start_over_after_fork()
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
                     max_workers=1, thread_name_prefix="agentensemble-sqlite"
                 )
                 self._state.executor = self._executor
             return self._executor
+
+    def _start_over_after_fork(self) -> None:
+        self._finalizer.detach()
+        self._inherited.append(self._state)  # kept, never closed: the parent's connection
+        self._state = _WorkerState()
+        self._executor = None
+        self._pid = os.getpid()
+        self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
 
     def open_connection(self) -> sqlite3.Connection:
         connection: sqlite3.Connection = self._connect(
@@ -110,6 +132,20 @@ class SqliteWorker:
         return connection
 
 
+def in_transaction(connection: sqlite3.Connection, fn: Callable[[], T]) -> T:
+    """`fn()` in one ``BEGIN IMMEDIATE`` transaction, committed if it returns, rolled back
+    if it (or the commit) raises."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn()
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:  # a failed COMMIT may have ended it already
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
 def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
     """Switch the file to WAL mode. Two processes opening a new file at once can find it
     locked without SQLite's busy handler being asked, so the switch is retried until
@@ -117,12 +153,15 @@ def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
     deadline = time.monotonic() + busy_timeout
     while True:
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            return
+            (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
         except sqlite3.OperationalError as error:
             if "locked" not in str(error) or time.monotonic() >= deadline:
                 raise
-        time.sleep(0.005)  # on the worker thread, never the event loop
+            time.sleep(0.005)  # on the worker thread, never the event loop
+            continue
+        if str(mode).lower() not in ("wal", "memory"):  # ":memory:" has no journal file
+            raise sqlite3.OperationalError(f"cannot use WAL mode for this database: {mode}")
+        return
 
 
 class _WorkerState:
@@ -140,14 +179,7 @@ class _WorkerState:
 
     def transaction(self, worker: SqliteWorker, fn: Callable[[sqlite3.Connection], T]) -> T:
         connection = self._connection(worker)
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(connection)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-        return result
+        return in_transaction(connection, lambda: fn(connection))
 
     def _connection(self, worker: SqliteWorker) -> sqlite3.Connection:
         if self.connection is None:

@@ -49,7 +49,7 @@ class MemoryTool:
         return f"MemoryTool(scope={self.scope!r})"
 
     def _store_for(self, context: ToolContext) -> MemoryStore | None:
-        return self.memory_store or context.memory_store
+        return self.memory_store if self.memory_store is not None else context.memory_store
 
     @tool(name="store_memory")
     async def store_memory(

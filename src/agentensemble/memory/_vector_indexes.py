@@ -27,9 +27,10 @@ from numpy.typing import NDArray
 from agentensemble._extras import require
 from agentensemble.errors import ValidationError
 from agentensemble.memory._embeddings import VectorIndex, check_policy
+from agentensemble.memory._encoding import json_text
 from agentensemble.memory._in_memory import check_entry
 from agentensemble.memory._model import EvictionPolicy, MemoryEntry, check_scope
-from agentensemble.memory._sqlite_worker import SqliteWorker
+from agentensemble.memory._sqlite_worker import SqliteWorker, in_transaction
 
 if TYPE_CHECKING:
     from agentensemble.memory._embeddings import Vector
@@ -199,7 +200,7 @@ class SqliteVectorIndex(VectorIndex):
     async def evict(self, scope: str, policy: EvictionPolicy) -> int:
         check_scope(scope)
         check_policy(policy)
-        evict = functools.partial(_evict_exact, scope, *eviction_bounds(policy))
+        evict = functools.partial(self._evict, scope, *eviction_bounds(policy))
         return await self._worker.write(evict)
 
     async def clear(self, scope: str) -> None:
@@ -227,6 +228,15 @@ class SqliteVectorIndex(VectorIndex):
             positions = top_positions(cached.matrix.view, query, k)
             ids = [cached.ids[position] for position in positions]
             return entries_by_id(connection, self._TABLE, ids)
+
+    def _evict(self, scope: str, cutoff_us: int, limit: int, connection: sqlite3.Connection) -> int:
+        removed = delete_evicted(connection, "vector_entries", scope, cutoff_us, limit)
+        if removed:
+            generation = _bump_generation(connection, scope)
+            cached = self._cache.get(scope)
+            if cached is not None and cached.generation == generation - 1:
+                cached.forget(set(removed), generation)  # no reload for this process
+        return len(removed)
 
     def _refreshed(self, connection: sqlite3.Connection, scope: str) -> _CachedScope | None:
         found = connection.execute(
@@ -269,6 +279,14 @@ class _CachedScope:
     def matrix(self) -> _GrowingMatrix:
         assert self._matrix is not None, "no rows cached yet"
         return self._matrix
+
+    def forget(self, removed: set[int], generation: int) -> None:
+        """Drop the rows whose ids are in `removed`; the cache is now as of `generation`."""
+        kept = [position for position, row_id in enumerate(self.ids) if row_id not in removed]
+        if self._matrix is not None:
+            self._matrix.keep(kept)
+        self.ids = [self.ids[position] for position in kept]
+        self.generation = generation
 
     def extend(self, cursor: sqlite3.Cursor, count: int) -> None:
         """Append the `count` rows (id, vector blob) of `cursor`, a chunk at a time: the
@@ -325,22 +343,18 @@ def _insert_exact(scope: str, row: EntryRow, blob: bytes, connection: sqlite3.Co
     )
 
 
-def _evict_exact(scope: str, cutoff_us: int, limit: int, connection: sqlite3.Connection) -> int:
-    removed = delete_evicted(connection, "vector_entries", scope, cutoff_us, limit)
-    if removed:
-        _bump_generation(connection, scope)
-    return len(removed)
-
-
 def _clear_exact(scope: str, connection: sqlite3.Connection) -> None:
     if connection.execute("DELETE FROM vector_entries WHERE scope = ?", (scope,)).rowcount:
         _bump_generation(connection, scope)
 
 
-def _bump_generation(connection: sqlite3.Connection, scope: str) -> None:
-    connection.execute(
-        "UPDATE vector_scopes SET generation = generation + 1 WHERE scope = ?", (scope,)
-    )
+def _bump_generation(connection: sqlite3.Connection, scope: str) -> int:
+    """Tell every index object on the file that `scope` lost rows; the new generation."""
+    ((generation,),) = connection.execute(  # fetchall: the statement must finish
+        "UPDATE vector_scopes SET generation = generation + 1 WHERE scope = ? RETURNING generation",
+        (scope,),
+    ).fetchall()
+    return int(generation)
 
 
 class SqliteVecIndex(VectorIndex):
@@ -588,29 +602,10 @@ class _QueuedRow:
         self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
 
 
-def in_transaction(connection: sqlite3.Connection, fn: Callable[[], T]) -> T:
-    """`fn()` in one ``BEGIN IMMEDIATE`` transaction, committed if it returns."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        result = fn()
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return result
-
-
 def entry_row(entry: MemoryEntry) -> EntryRow:
     """`entry` as the columns of an entries table."""
     structured = entry.structured_content
-    try:
-        structured_json = None if structured is None else json.dumps(structured)
-    except (TypeError, ValueError) as error:
-        raise ValidationError(
-            "MemoryEntry structured_content must be JSON-serialisable to be kept in SQLite, "
-            f"got: {reprlib.repr(structured)}"
-        ) from error
+    structured_json = None if structured is None else json_text(structured)
     stored_at_us = (entry.stored_at - _EPOCH) // _MICROSECOND
     return entry.content, structured_json, stored_at_us, json.dumps(dict(entry.metadata))
 
@@ -702,12 +697,17 @@ def _blob(vector: object) -> bytes:
 
 def top_positions(matrix: Matrix, query: Matrix, k: int) -> list[int]:
     """The positions of the `k` rows of `matrix` most similar to `query` (unit vectors),
-    most similar first; ties in storage order."""
+    most similar first; among equal scores the most recently stored first (a tie at the
+    k-th place is broken the same way, not by where a partition happened to put it)."""
     scores = matrix @ query
     count = len(scores)
-    candidates = np.argpartition(scores, count - k)[count - k :] if k < count else np.arange(count)
-    candidates.sort()  # storage order, for the stable sort below to keep among ties
-    ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
+    if k < count:
+        kth_best = np.partition(scores, count - k)[count - k]
+        candidates = np.flatnonzero(scores >= kth_best)
+    else:
+        candidates = np.arange(count)
+    newest_first = candidates[::-1]
+    ranked = newest_first[np.argsort(-scores[newest_first], kind="stable")][:k]
     return [int(position) for position in ranked]
 
 
