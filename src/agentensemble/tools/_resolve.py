@@ -11,6 +11,7 @@ from agentensemble.models import ToolSpec
 from agentensemble.tools._agent_tool import AgentTool, AgentToolAdapter
 from agentensemble.tools._base import Tool
 from agentensemble.tools._function import FunctionTool, check_tool_name
+from agentensemble.tools._langchain import langchain_tool
 
 __all__ = ["NO_TOOLS", "ToolSet", "check_tools", "expand_tool", "tool_methods"]
 
@@ -31,6 +32,9 @@ def expand_tool(entry: object) -> list[Tool]:
         return [entry]
     if isinstance(entry, AgentTool) and not isinstance(entry, type):
         return [AgentToolAdapter(entry)]
+    from_langchain = langchain_tool(entry)
+    if from_langchain is not None:
+        return [from_langchain]
     return list(tool_methods(entry))
 
 
@@ -47,8 +51,8 @@ def check_tools(tools: Sequence[object], *, owner: str) -> tuple[tuple[object, .
         provided = expand_tool(entry)
         if not provided:
             raise ValidationError(
-                f"{owner} at index {index} ({type(entry).__name__}) is neither an AgentTool "
-                "nor has @tool-annotated methods"
+                f"{owner} at index {index} ({type(entry).__name__}) is neither an AgentTool, "
+                "a LangChain tool, nor has @tool-annotated methods"
             )
         for item in provided:
             name = check_tool_name(item.spec.name, f"{owner} at index {index}")
