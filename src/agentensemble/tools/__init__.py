@@ -1,5 +1,6 @@
-"""Tools: `@tool` functions and methods, `AgentTool` objects, `ToolResult`, and the built-in
-tools (`HumanInputTool`)."""
+"""Tools: `@tool` functions and methods, `AgentTool` objects, `ToolResult`, `ToolContext`,
+and the built-in tools. The built-in tools load on first use (their schemas are built when
+their module is imported)."""
 
 from typing import TYPE_CHECKING, Any
 
@@ -11,21 +12,47 @@ from agentensemble.tools._result import ToolResult
 
 __all__ = [
     "AgentTool",
+    "CalculatorTool",
+    "DateTimeTool",
+    "FileReadTool",
+    "FileWriteTool",
     "FunctionTool",
     "HumanInputTool",
+    "JsonParserTool",
+    "PipelineErrorStrategy",
+    "PipelineStep",
     "Tool",
     "ToolContext",
+    "ToolPipeline",
     "ToolResult",
     "tool",
 ]
 
+_LAZY = {
+    "CalculatorTool": "agentensemble.tools._calculator",
+    "DateTimeTool": "agentensemble.tools._datetime",
+    "FileReadTool": "agentensemble.tools._files",
+    "FileWriteTool": "agentensemble.tools._files",
+    "HumanInputTool": "agentensemble.tools._human_input",
+    "JsonParserTool": "agentensemble.tools._json_parser",
+    "PipelineErrorStrategy": "agentensemble.tools._pipeline",
+    "PipelineStep": "agentensemble.tools._pipeline",
+    "ToolPipeline": "agentensemble.tools._pipeline",
+}
+
 if TYPE_CHECKING:
+    from agentensemble.tools._calculator import CalculatorTool
+    from agentensemble.tools._datetime import DateTimeTool
+    from agentensemble.tools._files import FileReadTool, FileWriteTool
     from agentensemble.tools._human_input import HumanInputTool
+    from agentensemble.tools._json_parser import JsonParserTool
+    from agentensemble.tools._pipeline import PipelineErrorStrategy, PipelineStep, ToolPipeline
 
 
 def __getattr__(name: str) -> Any:
-    if name == "HumanInputTool":  # loads on first use: its tool schema is built at import
-        from agentensemble.tools._human_input import HumanInputTool
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return HumanInputTool
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
