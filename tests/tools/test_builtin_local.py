@@ -491,3 +491,17 @@ def test_an_agent_uses_the_json_parser() -> None:
         JsonParserTool(), "json_parser", json_path="items[1].title", json=DOCUMENT
     )
     assert (call.outcome, call.result, call.structured_output) == ("SUCCESS", "Second", "Second")
+
+
+async def test_deeply_nested_values_come_back_as_text_only() -> None:
+    from agentensemble.tools._json_parser import MAX_STRUCTURED_DEPTH
+
+    deep = "[" * 300 + "]" * 300
+    (resolved,) = tool_methods(JsonParserTool())
+    result = await resolved.invoke(json.dumps({"json_path": "a", "json": '{"a": ' + deep + "}"}))
+    assert result.is_success
+    assert result.output == deep
+    assert result.structured_output is None
+    shallow = "[" * MAX_STRUCTURED_DEPTH + "]" * MAX_STRUCTURED_DEPTH
+    result = await resolved.invoke(json.dumps({"json_path": "a", "json": '{"a": ' + shallow + "}"}))
+    assert result.structured_output is not None

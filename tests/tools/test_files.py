@@ -370,3 +370,50 @@ def test_without_require_approval_no_handler_is_needed_and_the_model_sees_failur
     assert Ensemble(tasks=[Task("Write", agent=agent)]).run().raw == "Done."
     results = [request.messages[-1].text for request in model.requests[1:]]
     assert results == ["Successfully wrote to: a.txt", "alpha", f"Error: {OUTSIDE}"]
+
+
+# --- found in review ---------------------------------------------------------------------
+
+
+def test_a_symbolic_link_loop_cannot_hide_an_escape(sandbox: Path) -> None:
+    (sandbox / "loop").symlink_to(sandbox / "loop")
+    (sandbox / "out").symlink_to(sandbox.parent / "outside")
+    assert failure(read(sandbox, "out/secret.txt")) == RESOLVES_OUTSIDE
+    refused = failure(read(sandbox, "loop/../out/secret.txt"))
+    assert refused == "Invalid path: loop/../out/secret.txt (a loop of symbolic links)"
+
+
+async def test_a_write_through_a_link_loop_is_refused(sandbox: Path) -> None:
+    (sandbox / "loop").symlink_to(sandbox / "loop")
+    (sandbox / "out").symlink_to(sandbox.parent / "outside")
+    result = await write(sandbox, "loop/../out/pwned.txt", "x")
+    assert "a loop of symbolic links" in (failure(result) or "")
+    assert not (sandbox.parent / "outside" / "pwned.txt").exists()
+
+
+async def test_a_trailing_slash_never_names_a_file(sandbox: Path) -> None:
+    assert failure(read(sandbox, "notes.txt/")) == "Not a regular file: notes.txt/"
+    assert failure(await write(sandbox, "new/", "x")) == "Not a regular file: new/"
+    assert not (sandbox / "new").exists()
+
+
+async def test_a_file_the_process_may_not_write_is_not_replaced(
+    sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_access = os.access
+    monkeypatch.setattr(  # as root every file is writable: simulate a read-only one
+        os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode)
+    )
+    assert failure(await write(sandbox, "notes.txt", "x")) == "Permission denied: notes.txt"
+    assert (sandbox / "notes.txt").read_text() == "inside notes"
+
+
+async def test_long_multibyte_names_can_be_written(sandbox: Path) -> None:
+    name = "📄" * 60 + ".txt"  # 244 bytes: a temporary name built from it would be too long
+    assert (await write(sandbox, name, "fine")).is_success
+    assert (sandbox / name).read_text() == "fine"
+
+
+def test_require_approval_must_be_a_bool(sandbox: Path) -> None:
+    with pytest.raises(ValidationError, match="require_approval must be True or False"):
+        FileWriteTool(sandbox, require_approval="yes")  # type: ignore[arg-type]

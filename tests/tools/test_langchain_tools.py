@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import pytest
+from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException, tool
 
-pytest.importorskip("langchain_core")
-
-from langchain_core.tools import StructuredTool, tool
-
-from agentensemble import Agent, Ensemble, ScriptedModel, Task, tool_call
+from agentensemble import Agent, Ensemble, ScriptedModel, Task, ToolContext, tool_call
 from agentensemble.tools._resolve import expand_tool
 
 
@@ -59,3 +58,40 @@ async def test_errors_go_back_to_the_model(arguments: str, message: str) -> None
     result = await resolved.invoke(arguments)
     assert not result.is_success
     assert message in (result.error_message or "")
+
+
+@tool
+def ticket(title: str, call_id: Annotated[str, InjectedToolCallId]) -> str:
+    """Open a ticket."""
+    return f"{title} opened by {call_id}"
+
+
+@tool(response_format="content_and_artifact")
+def search(query: str) -> tuple[str, list[int]]:
+    """Search."""
+    return f"2 hits for {query}", [1, 2]
+
+
+def _refuse(reason: str) -> str:
+    raise ToolException(f"refused: {reason}")
+
+
+handled = StructuredTool.from_function(
+    _refuse, name="refuse", description="Refuse.", handle_tool_error=True
+)
+
+
+async def test_injected_call_ids_artifacts_and_handled_errors() -> None:
+    context = ToolContext(
+        run_id="r", task_id="t", agent_role="A", task_description="d", tool_call_id="call_7"
+    )
+    (opened,) = expand_tool(ticket)
+    assert (await opened.invoke('{"title": "Bug"}', context)).output == "Bug opened by call_7"
+    assert "call_id" not in opened.spec.parameters["properties"]
+    (found,) = expand_tool(search)
+    result = await found.invoke('{"query": "x"}')
+    assert (result.output, result.structured_output) == ("2 hits for x", [1, 2])
+    (refused,) = expand_tool(handled)
+    result = await refused.invoke('{"reason": "no"}')
+    assert not result.is_success
+    assert result.error_message == "refused: no"

@@ -82,10 +82,14 @@ class Sandbox:
         normalised = os.path.normpath(joined)
         if not (_within(normalised, self.root) or _within(normalised, self.real_root)):
             raise PathRefused(OUTSIDE)
+        if path.rstrip().endswith(("/", os.sep)):  # realpath would drop it, the OS would not
+            raise PathRefused(f"Not a regular file: {path}")
         try:
             real = os.path.realpath(joined)  # `..` applies after the links before it
         except (OSError, ValueError) as error:
             raise PathRefused(f"Invalid path: {path} ({error})") from error
+        if os.path.realpath(real) != real:  # a link loop stopped the resolution part-way
+            raise PathRefused(f"Invalid path: {path} (a loop of symbolic links)")
         if not _within(real, self.real_root):
             raise PathRefused(RESOLVES_OUTSIDE)
         return real
@@ -165,6 +169,10 @@ class FileWriteTool:
     """
 
     def __init__(self, base_dir: str | os.PathLike[str], *, require_approval: bool = False) -> None:
+        if not isinstance(require_approval, bool):
+            raise ValidationError(
+                f"FileWriteTool require_approval must be True or False, got: {require_approval!r}"
+            )
         self.sandbox = Sandbox.of(base_dir)
         self.require_approval = require_approval
 
@@ -178,10 +186,11 @@ class FileWriteTool:
         """Write text to a file in the sandbox directory, creating missing parent
         directories. An existing file is replaced entirely."""
         try:
-            await call_user_code(self._resolve, path, is_async=False)
+            real = await call_user_code(self._resolve, path, is_async=False)
             if self.require_approval:
+                target = real.removeprefix(self.sandbox.real_root.rstrip(os.sep) + os.sep)
                 decision = await context.request_approval(
-                    f"Write to {path}:\n{content}", require_handler=True
+                    f"Write to {target}:\n{content}", require_handler=True
                 )
                 if isinstance(decision, ExitEarly):
                     return ToolResult.failure(f"File write rejected by reviewer: {path}")
@@ -208,6 +217,8 @@ class FileWriteTool:
         else:
             if not stat.S_ISREG(info.st_mode):
                 raise PathRefused(f"Not a regular file: {path}")
+            if not os.access(real, os.W_OK):  # replacing needs only the directory's permission
+                raise PathRefused(f"Permission denied: {path}")
             mode = stat.S_IMODE(info.st_mode)
         write_atomically(real, content.encode("utf-8", errors="replace"), mode)
 
@@ -219,8 +230,8 @@ def write_atomically(target: str, data: bytes, mode: int | None) -> None:
     """Replace `target` with `data`: written and synced to a temporary file beside it, which
     then takes its place. On failure the temporary file is removed and `target` is untouched.
     `mode` is the permission bits to keep (None: new file, the process umask applies)."""
-    directory, name = os.path.split(target)
-    temporary = os.path.join(directory, f".{name[:64]}.{secrets.token_hex(8)}.tmp")
+    directory = os.path.dirname(target)
+    temporary = os.path.join(directory, f".agentensemble-{secrets.token_hex(8)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     descriptor = os.open(temporary, flags, 0o666)
     try:

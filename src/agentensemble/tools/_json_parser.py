@@ -66,10 +66,25 @@ with warnings.catch_warnings():
                 value = extract(json_path, json)
             except JsonPathError as error:
                 return ToolResult.failure(str(error))
-            return ToolResult.success(as_text(value), structured=value)
+            structured = value if _depth_at_most(value, MAX_STRUCTURED_DEPTH) else None
+            return ToolResult.success(as_text(value), structured=structured)
 
         def __repr__(self) -> str:
             return "JsonParserTool()"
+
+
+MAX_STRUCTURED_DEPTH = 64
+"""Values nested deeper go back as text only: traces and events could not serialise them."""
+
+
+def _depth_at_most(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists and objects no deeper than `limit`."""
+    if not isinstance(value, (dict, list)):
+        return True
+    if limit == 0:
+        return False
+    children = value.values() if isinstance(value, dict) else value
+    return all(_depth_at_most(child, limit - 1) for child in children)
 
 
 def extract(path: str, document: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -51,10 +52,28 @@ class LangChainTool:
             return ToolResult.failure(f"Invalid JSON arguments: {error}")
         if not isinstance(parsed, dict):
             return ToolResult.failure("Tool arguments must be a JSON object")
+        call = {  # a whole tool call: tools that inject the call id get one
+            "name": self.tool.name,
+            "args": parsed,
+            "id": (context.tool_call_id if context else None) or f"call_{os.urandom(8).hex()}",
+            "type": "tool_call",
+        }
         try:
-            value = await self.tool.ainvoke(parsed)
+            message = await self.tool.ainvoke(call)
         except ToolConfigurationError:
             raise
         except Exception as error:  # LangChain's validation and the tool's own errors
             return ToolResult.failure(describe_error(error))
-        return coerce_result(value)
+        return _result_of(message)
+
+
+def _result_of(message: Any) -> ToolResult:
+    """A LangChain `ToolMessage` (what a tool call returns) as a `ToolResult`: its content
+    as text, its artifact as the structured output, an error status as a failure."""
+    content = getattr(message, "content", message)
+    if not isinstance(content, str):
+        content = coerce_result(content).output
+    if getattr(message, "status", "success") == "error":  # handle_tool_error=True
+        return ToolResult.failure(content)
+    artifact = getattr(message, "artifact", None)
+    return ToolResult.success(content, structured=artifact)
