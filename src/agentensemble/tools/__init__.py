@@ -19,6 +19,8 @@ __all__ = [
     "FunctionTool",
     "HumanInputTool",
     "JsonParserTool",
+    "McpTool",
+    "McpTools",
     "PipelineErrorStrategy",
     "PipelineStep",
     "Tool",
@@ -35,6 +37,8 @@ _LAZY = {
     "FileWriteTool": "agentensemble.tools._files",
     "HumanInputTool": "agentensemble.tools._human_input",
     "JsonParserTool": "agentensemble.tools._json_parser",
+    "McpTool": "agentensemble.tools._mcp",
+    "McpTools": "agentensemble.tools._mcp",
     "PipelineErrorStrategy": "agentensemble.tools._pipeline",
     "PipelineStep": "agentensemble.tools._pipeline",
     "ToolPipeline": "agentensemble.tools._pipeline",
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from agentensemble.tools._files import FileReadTool, FileWriteTool
     from agentensemble.tools._human_input import HumanInputTool
     from agentensemble.tools._json_parser import JsonParserTool
+    from agentensemble.tools._mcp import McpTool, McpTools
     from agentensemble.tools._pipeline import PipelineErrorStrategy, PipelineStep, ToolPipeline
 
 

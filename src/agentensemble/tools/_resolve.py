@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -32,10 +33,26 @@ def expand_tool(entry: object) -> list[Tool]:
         return [entry]
     if isinstance(entry, AgentTool) and not isinstance(entry, type):
         return [AgentToolAdapter(entry)]
+    from_mcp = _mcp_tools(entry)
+    if from_mcp is not None:
+        return from_mcp
     from_langchain = langchain_tool(entry)
     if from_langchain is not None:
         return [from_langchain]
     return list(tool_methods(entry))
+
+
+def _mcp_tools(entry: object) -> list[Tool] | None:
+    """The tools of a connected `McpTools` (or one `McpTool`); None for anything else. The
+    MCP module is not imported: an object can only be one of these once it is loaded."""
+    module = sys.modules.get("agentensemble.tools._mcp")
+    if module is None:
+        return None
+    if isinstance(entry, module.McpTools):
+        return list(entry.tools)  # raises, naming the server, when it is not connected
+    if isinstance(entry, module.McpTool):
+        return [entry]
+    return None
 
 
 def check_tools(tools: Sequence[object], *, owner: str) -> tuple[tuple[object, ...], ToolSet]:
