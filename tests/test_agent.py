@@ -47,7 +47,8 @@ class EchoTool:
         ),
         (
             {"role": "r", "goal": "g", "llm": LLM, "tools": ["search"]},
-            "Tool at index 0 (str) is neither an AgentTool, a LangChain tool, nor has @tool-annotated methods",
+            "Tool at index 0 (str) is neither an AgentTool, a LangChain tool, nor has "
+            "@tool-annotated methods",
         ),
         (
             {"role": "r", "goal": "g", "llm": LLM, "tools": [search, search]},

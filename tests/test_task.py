@@ -26,7 +26,8 @@ def search(query: str) -> str:
         (
             ("d",),
             {"tools": [search, 3]},
-            "Task tool at index 1 (int) is neither an AgentTool, a LangChain tool, nor has @tool-annotated methods",
+            "Task tool at index 1 (int) is neither an AgentTool, a LangChain tool, nor has "
+            "@tool-annotated methods",
         ),
         (("d",), {"max_iterations": 0}, "Task max_iterations must be > 0 when set, got: 0"),
         (("d",), {"context": [None]}, "Task context element at index 0 must not be null"),
