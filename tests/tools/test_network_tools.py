@@ -392,6 +392,7 @@ def test_importing_the_tools_does_not_import_httpx_or_trafilatura() -> None:
         "2002:7f00:1::",  # 6to4 around 127.0.0.1
         "64:ff9b::a00:1",  # NAT64 around 10.0.0.1
         "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo
+        "fec0::1",  # deprecated site-local
     ],
 )
 def test_private_and_special_addresses_are_refused(address: str) -> None:
@@ -1014,3 +1015,59 @@ def test_an_agent_scrapes_a_page(server: LocalServer) -> None:
 def test_fetched_text_falls_back_to_utf8_for_an_unknown_charset() -> None:
     fetched = Fetched("u", 200, "OK", {}, "café".encode(), charset="no-such-charset")
     assert fetched.text() == "café"
+
+
+# --- found in review ---------------------------------------------------------------------
+
+
+async def test_a_redirect_to_another_origin_keeps_only_harmless_headers(
+    server: LocalServer,
+) -> None:
+    server.routes["/elsewhere"] = server.redirect(server.url("/echo", "public.test"), 302)
+    server.routes["/echo"] = server.respond(200, "ok")
+    policy = AddressPolicy(
+        ["127.0.0.1", "public.test"], resolver=fake_resolver({"public.test": ["127.0.0.1"]})
+    )
+    tool = HttpTool(allow=["127.0.0.1", "public.test"], default_headers={"X-Api-Key": "SECRET"})
+    tool.policy = policy
+    result = await request(tool, "GET", server.url("/elsewhere"), {"X-Auth-Token": "t"})
+    assert result.is_success
+    first, second = server.received[-2:]
+    assert first.headers["x-api-key"] == "SECRET"
+    assert "x-api-key" not in second.headers
+    assert "x-auth-token" not in second.headers
+    assert second.headers["accept-encoding"] == "identity"
+
+
+async def test_a_compressed_body_is_refused_unread(server: LocalServer) -> None:
+    server.routes["/zip"] = server.respond(
+        200, b"\x28\xb5\x2f\xfd" * 10, headers=[("Content-Encoding", "zstd")]
+    )
+    tool = HttpTool(allow=["127.0.0.1"], max_bytes=10)
+    message = failure(await request(tool, "GET", server.url("/zip")))
+    assert message == "Compressed responses are not accepted (Content-Encoding: zstd)"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "message"),
+    [
+        ({"X-A": "café"}, None, "Invalid value for header 'X-A': it must be ASCII text"),
+        (None, "\ud800", "The request body is not valid Unicode text"),
+    ],
+)
+async def test_text_that_cannot_be_sent_is_reported(
+    server: LocalServer, headers: dict[str, str] | None, body: str | None, message: str
+) -> None:
+    sent = len(server.received)
+    result = await request(HttpTool(allow=["127.0.0.1"]), "POST", server.url("/x"), headers, body)
+    assert failure(result) == message
+    assert len(server.received) == sent
+
+
+async def test_a_provider_returning_the_wrong_shape_is_a_failed_search() -> None:
+    class Sloppy:
+        async def search(self, query: str, max_results: int) -> object:
+            return [{"title": "a dict, not a SearchResult"}]
+
+    result = await search(WebSearchTool(Sloppy()), "anything")  # type: ignore[arg-type]
+    assert failure(result).startswith("Web search failed:")

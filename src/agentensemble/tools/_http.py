@@ -163,7 +163,7 @@ class HttpTool:
                 policy=self.policy,
                 limits=self.limits,
                 headers=_with_content_type(sent, body),
-                body=None if body is None else body.encode("utf-8"),
+                body=None if body is None else _encoded(body),
                 read_body=is_text_type,
             )
         except FetchError as error:
@@ -211,8 +211,17 @@ def _check_headers(headers: Mapping[Any, Any]) -> dict[str, str]:
             raise FetchError(f"Header {name!r} is set by the tool and cannot be given")
         if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
             raise FetchError(f"Invalid value for header {name!r}: it must be one line of text")
+        if not value.isascii():
+            raise FetchError(f"Invalid value for header {name!r}: it must be ASCII text")
         checked[name] = value
     return checked
+
+
+def _encoded(body: str) -> bytes:
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape, say
+        raise FetchError("The request body is not valid Unicode text") from None
 
 
 def _with_content_type(headers: dict[str, str], body: str | None) -> dict[str, str]:

@@ -39,6 +39,7 @@ import asyncio
 import ipaddress
 import re
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -77,7 +78,11 @@ DEFAULT_MAX_REDIRECTS = 5
 
 REFUSED = "a private, loopback, link-local or reserved address"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_CREDENTIALS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_SAFE_ACROSS_ORIGINS = frozenset(
+    {"accept", "accept-language", "user-agent", "content-type", "content-length"}
+)
+"""The only headers a redirect to another origin keeps: any other may carry a secret."""
+_SITE_LOCAL = ipaddress.IPv6Network("fec0::/10")  # deprecated, but still not public
 _BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding"})
 _LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
@@ -112,7 +117,7 @@ def is_public_address(address: IPAddress) -> bool:
         address.is_reserved,
         address.is_unspecified,
     )
-    if not address.is_global or any(flags):
+    if not address.is_global or any(flags) or address in _SITE_LOCAL:
         return False
     return all(is_public_address(inner) for inner in _embedded_ipv4(address))
 
@@ -181,6 +186,17 @@ class AddressPolicy:
         self.allow_networks: tuple[IPNetwork, ...] = tuple(networks)
         """Networks whose addresses are permitted even when not public."""
         self._resolver: Resolver = resolver or resolve_host
+        self._tls: ssl.SSLContext | None = None
+
+    async def tls_context(self) -> ssl.SSLContext:
+        """The TLS settings of this guard's https connections (``SSL_CERT_FILE`` and
+        ``SSL_CERT_DIR`` apply), built once, off the event loop: loading the trust store
+        takes tens of milliseconds."""
+        if self._tls is None:
+            import httpx
+
+            self._tls = await asyncio.to_thread(httpx.create_ssl_context, trust_env=True)
+        return self._tls
 
     def permits(self, address: IPAddress) -> bool:
         """Whether a connection to `address` is allowed."""
@@ -369,7 +385,14 @@ async def fetch(
             return await _follow(hop, policy, limits, read_body)
     except (TimeoutError, httpx.TimeoutException):
         raise FetchError(f"Request timed out after {limits.timeout:g}s: {shown(url)}") from None
-    except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, OSError) as error:
+    except (
+        httpx.HTTPError,
+        httpx.InvalidURL,
+        httpx.StreamError,
+        OSError,
+        UnicodeError,  # an unencodable header, or a redirect to an invalid IDNA host
+        ValueError,
+    ) as error:
         raise FetchError(f"Request failed: {shown(url)} ({describe_error(error)})") from None
 
 
@@ -395,7 +418,7 @@ async def _exchange(
     async with httpx.AsyncClient(
         follow_redirects=False,
         trust_env=False,  # no proxy: it would resolve the host out of the guard's sight
-        verify=httpx.create_ssl_context(trust_env=True),  # SSL_CERT_FILE still applies
+        verify=await policy.tls_context() if hop.url.scheme == "https" else False,
         timeout=limits.timeout,
     ) as client:
         response = await _connect(client, hop, addresses)
@@ -424,8 +447,13 @@ async def _connect(client: httpx.AsyncClient, hop: _Hop, addresses: list[str]) -
 def _pinned(client: httpx.AsyncClient, hop: _Hop, address: str) -> httpx.Request:
     """`hop` as a request to `address`, still naming its host in ``Host`` and TLS."""
     host = hop.url.raw_host.decode("ascii")
-    headers = {name: value for name, value in hop.headers.items() if name.lower() != "host"}
+    headers = {
+        name: value
+        for name, value in hop.headers.items()
+        if name.lower() not in ("host", "accept-encoding")
+    }
     headers["Host"] = hop.url.netloc.decode("ascii")
+    headers["Accept-Encoding"] = "identity"  # a compressed body could burst the byte cap
     extensions = {}
     if hop.url.scheme == "https" and _ip_or_none(host) is None:
         extensions["sni_hostname"] = host  # the certificate is checked against it too
@@ -457,7 +485,7 @@ def _redirected(hop: _Hop, response: httpx.Response) -> _Hop | None:
         method, body = "GET", None
         headers = {k: v for k, v in headers.items() if k.lower() not in _BODY_HEADERS}
     if _origin(target) != _origin(hop.url):
-        headers = {k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS}
+        headers = {k: v for k, v in headers.items() if k.lower() in _SAFE_ACROSS_ORIGINS}
     return _Hop(method, target, headers, body)
 
 
@@ -469,6 +497,7 @@ async def _final(
     hop: _Hop, response: httpx.Response, limits: Limits, read_body: Callable[[str], bool] | None
 ) -> Fetched:
     headers = {name.lower(): value for name, value in response.headers.items()}
+    check_identity_encoding(headers)
     wanted = read_body is None or read_body(media_type(headers.get("content-type", "")))
     content, truncated = await read_capped(response, limits.max_bytes) if wanted else (b"", False)
     return Fetched(
@@ -483,12 +512,20 @@ async def _final(
     )
 
 
+def check_identity_encoding(headers: Mapping[str, str]) -> None:
+    """Refuse a compressed body: decompressing one network chunk can produce gigabytes
+    before the byte cap sees them (the guard asks for ``identity``; a server may ignore it)."""
+    encoding = headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise FetchError(f"Compressed responses are not accepted (Content-Encoding: {encoding})")
+
+
 async def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     """Read `response`'s body up to `max_bytes`; the flag says whether more was left unread.
     Stops reading at the cap: an endless body is never buffered whole."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.aiter_raw():  # never decompressed: see check_identity_encoding
         room = max_bytes - size
         if len(chunk) > room:
             chunks.append(chunk[:room])

@@ -30,6 +30,7 @@ from agentensemble.tools._network import (
     Fetched,
     FetchError,
     Limits,
+    check_identity_encoding,
     fetch,
     read_capped,
     require_positive_int,
@@ -116,7 +117,13 @@ class WebScraperTool:
                 f"Unsupported content type {fetched.media_type}: web_scrape reads HTML and "
                 f"plain-text pages ({shown(url)})"
             )
-        text = await call_user_code(_page_text, fetched, is_async=False)
+        try:  # extraction runs in a thread; the tool stops waiting at its timeout
+            async with asyncio.timeout(self.limits.timeout):
+                text = await call_user_code(_page_text, fetched, is_async=False)
+        except TimeoutError:
+            return ToolResult.failure(
+                f"Extracting the text of {shown(url)} took longer than {self.limits.timeout:g}s"
+            )
         if not text:
             return ToolResult.failure(f"No readable text found at {shown(url)}")
         return ToolResult.success(self._cut(text, fetched))
@@ -267,15 +274,16 @@ class WebSearchTool:
         if not query:
             return ToolResult.failure("Search query must not be blank")
         try:
-            results = await self.provider.search(query, self.max_results)
+            results = list(await self.provider.search(query, self.max_results))
+            results = results[: self.max_results]
+            text = format_results(results) if results else ""
         except ToolConfigurationError:
             raise
-        except Exception as error:
+        except Exception as error:  # the provider's failure, or results of the wrong shape
             return ToolResult.failure(f"Web search failed: {describe_error(error)}")
-        results = list(results)[: self.max_results]
         if not results:
             return ToolResult.success(f"No results found for: {query}")
-        return ToolResult.success(format_results(results), structured=results)
+        return ToolResult.success(text, structured=results)
 
     def __repr__(self) -> str:
         return f"WebSearchTool({self.provider!r}, max_results={self.max_results})"
@@ -350,9 +358,14 @@ class _ApiSearch:
         async with (
             httpx.AsyncClient(timeout=self.timeout) as client,
             client.stream(
-                method, self.base_url + path, headers=headers, params=params, json=body
+                method,
+                self.base_url + path,
+                headers={**headers, "Accept-Encoding": "identity"},
+                params=params,
+                json=body,
             ) as response,
         ):
+            check_identity_encoding(response.headers)
             content, truncated = await read_capped(response, _PROVIDER_MAX_BYTES)
         if truncated:
             raise WebSearchError(f"{self.name} sent more than {_PROVIDER_MAX_BYTES} bytes")
