@@ -46,6 +46,11 @@ class Scripted(ReviewHandler):
         return [request.task_description for request in self.requests]
 
 
+def answering(decision: ReviewDecision) -> Scripted:
+    """A handler giving `decision` every time (and recording the requests)."""
+    return Scripted(lambda request: decision)
+
+
 class Silent(ReviewHandler):
     """Never answers (until cancelled by the request's timeout)."""
 

@@ -10,10 +10,11 @@ import pytest
 
 from agentensemble import Agent, Ensemble, ScriptedModel, Task, TaskExecutionError, tool_call
 from agentensemble.errors import ValidationError
-from agentensemble.review import ReviewDecision, ReviewHandler, ReviewRequest, ReviewTiming
+from agentensemble.review import ReviewDecision, ReviewTiming
 from agentensemble.tools import ToolContext, ToolResult
 from agentensemble.tools._files import FileReadTool, FileWriteTool
 from agentensemble.tools._resolve import tool_methods
+from tests.review.helpers import Scripted, answering
 
 OUTSIDE = "Access denied: path is outside the sandbox directory"
 RESOLVES_OUTSIDE = "Access denied: path resolves outside the sandbox directory"
@@ -278,20 +279,8 @@ async def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(
 # --- approval -------------------------------------------------------------------------------
 
 
-class Decides(ReviewHandler):
-    """A review handler that always gives `decision` and records the requests."""
-
-    def __init__(self, decision: ReviewDecision) -> None:
-        self.decision = decision
-        self.requests: list[ReviewRequest] = []
-
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        self.requests.append(request)
-        return self.decision
-
-
 def writing_run(
-    root: Path, *, handler: Decides | None = None, require_approval: bool = True
+    root: Path, *, handler: Scripted | None = None, require_approval: bool = True
 ) -> tuple[Ensemble, ScriptedModel]:
     model = ScriptedModel(
         [tool_call("file_write", path="out/report.md", content="# Draft"), "Written."]
@@ -306,7 +295,7 @@ def seen_by_model(model: ScriptedModel) -> str:
 
 
 def test_an_approved_write_happens(sandbox: Path) -> None:
-    handler = Decides(ReviewDecision.Continue())
+    handler = answering(ReviewDecision.Continue())
     ensemble, model = writing_run(sandbox, handler=handler)
     assert ensemble.run().raw == "Written."
     assert (sandbox / "out" / "report.md").read_text() == "# Draft"
@@ -318,14 +307,14 @@ def test_an_approved_write_happens(sandbox: Path) -> None:
 
 
 def test_an_edit_replaces_the_content(sandbox: Path) -> None:
-    ensemble, model = writing_run(sandbox, handler=Decides(ReviewDecision.Edit("# Final")))
+    ensemble, model = writing_run(sandbox, handler=answering(ReviewDecision.Edit("# Final")))
     ensemble.run()
     assert (sandbox / "out" / "report.md").read_text() == "# Final"
     assert seen_by_model(model) == "Successfully wrote to: out/report.md"
 
 
 def test_a_rejection_writes_nothing_and_tells_the_model(sandbox: Path) -> None:
-    ensemble, model = writing_run(sandbox, handler=Decides(ReviewDecision.ExitEarly()))
+    ensemble, model = writing_run(sandbox, handler=answering(ReviewDecision.ExitEarly()))
     assert ensemble.run().raw == "Written."
     assert not (sandbox / "out").exists()
     assert seen_by_model(model) == "Error: File write rejected by reviewer: out/report.md"
@@ -344,7 +333,7 @@ def test_approval_without_a_review_handler_fails_the_run(sandbox: Path) -> None:
 
 
 def test_a_path_outside_is_refused_before_anyone_is_asked(sandbox: Path) -> None:
-    handler = Decides(ReviewDecision.Continue())
+    handler = answering(ReviewDecision.Continue())
     model = ScriptedModel([tool_call("file_write", path="../x.txt", content="x"), "No."])
     agent = Agent(
         "Writer", "Write", llm=model, tools=[FileWriteTool(sandbox, require_approval=True)]

@@ -20,7 +20,7 @@ import pytest
 
 from agentensemble import Agent, Ensemble, ScriptedModel, Task, TaskExecutionError, tool_call
 from agentensemble.errors import ValidationError
-from agentensemble.review import ReviewDecision, ReviewHandler, ReviewRequest
+from agentensemble.review import ReviewDecision, ReviewHandler
 from agentensemble.tools import ToolContext, ToolResult
 from agentensemble.tools._http import HttpTool
 from agentensemble.tools._network import (
@@ -41,6 +41,7 @@ from agentensemble.tools._web import (
     WebSearchTool,
     strip_tags,
 )
+from tests.review.helpers import answering
 
 pytestmark = pytest.mark.integration
 
@@ -765,18 +766,6 @@ async def test_bad_requests_are_reported_without_sending(
 # --- http_request approvals -----------------------------------------------------------------
 
 
-class Reviewer(ReviewHandler):
-    """Answers every request with `decision` and records it."""
-
-    def __init__(self, decision: ReviewDecision) -> None:
-        self.decision = decision
-        self.requests: list[ReviewRequest] = []
-
-    async def review(self, request: ReviewRequest) -> ReviewDecision:
-        self.requests.append(request)
-        return self.decision
-
-
 def run_post(server: LocalServer, handler: ReviewHandler | None) -> tuple[ScriptedModel, Ensemble]:
     call = tool_call("http_request", method="POST", url=server.url("/orders"), body="2 cakes")
     model = ScriptedModel([call, "Done."])
@@ -797,7 +786,7 @@ def test_an_approved_request_is_sent_with_the_reviewed_body(
     server: LocalServer, decision: ReviewDecision, sent: bytes
 ) -> None:
     server.routes["/orders"] = server.respond(200, "ordered")
-    reviewer = Reviewer(decision)
+    reviewer = answering(decision)
     model, ensemble = run_post(server, reviewer)
     assert ensemble.run().raw == "Done."
     (review,) = reviewer.requests
@@ -808,7 +797,7 @@ def test_an_approved_request_is_sent_with_the_reviewed_body(
 
 
 def test_a_rejected_request_is_not_sent(server: LocalServer) -> None:
-    model, ensemble = run_post(server, Reviewer(ReviewDecision.ExitEarly()))
+    model, ensemble = run_post(server, answering(ReviewDecision.ExitEarly()))
     ensemble.run()
     assert tool_result_seen(model) == (
         f"Error: HTTP request rejected by reviewer: POST {server.url('/orders')}"
