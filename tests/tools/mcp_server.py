@@ -1,7 +1,7 @@
 """A small MCP server for the `McpTools` tests, built with the official SDK's `MCPServer`.
 
-Run as a script it serves over stdio; ``--http PORT`` serves streamable HTTP on
-127.0.0.1:PORT (path ``/mcp``) instead.
+Run as a script it serves over stdio; ``--http`` serves streamable HTTP on a free port of
+127.0.0.1 (path ``/mcp``) instead, and prints the port once it listens.
 """
 
 from __future__ import annotations
@@ -66,9 +66,20 @@ async def hang() -> str:
 
 
 def main(argv: list[str]) -> None:
-    """Serve over stdio, or over streamable HTTP with ``--http PORT``."""
+    """Serve over stdio, or over streamable HTTP with ``--http``: the server listens on a
+    free port of 127.0.0.1, then prints it (connections made from then on wait in the
+    socket's backlog until the server accepts them)."""
     if argv[:1] == ["--http"]:
-        server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
+        import socket
+
+        import uvicorn
+
+        listening = socket.socket()
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(64)
+        print(listening.getsockname()[1], flush=True)
+        config = uvicorn.Config(server.streamable_http_app(), log_level="error")
+        uvicorn.Server(config).run(sockets=[listening])
     else:
         server.run()
 

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,24 +54,15 @@ def free_port() -> int:
         return port
 
 
-def wait_until_listening(port: int, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(400):
-        if process.poll() is not None:
-            raise RuntimeError(f"the MCP test server exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)  # the pause between two connection attempts
-    raise RuntimeError(f"the MCP test server is not listening on port {port}")
-
-
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)])
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http"], stdout=subprocess.PIPE, text=True
+    )
     try:
-        wait_until_listening(port, process)
+        assert process.stdout is not None
+        port = process.stdout.readline().strip()  # printed once the server listens
+        assert port.isdigit(), f"the MCP test server exited with {process.wait(timeout=30)}"
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -26,6 +26,7 @@ the earlier offset. Zones are IANA names (``Europe/Paris``) or ``UTC``.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -184,10 +185,8 @@ def _operand(text: str, now: _Now) -> date | datetime:
         return now().date()
     if keyword == "now":
         return now()
-    try:
+    with contextlib.suppress(ValueError):  # not a date: perhaps a date-time
         return date.fromisoformat(text)
-    except ValueError:
-        pass
     moment = _parse_datetime(text)
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 

@@ -36,6 +36,7 @@ it is cut.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import re
 import socket
@@ -245,10 +246,8 @@ def _parse_allow_entry(entry: object, field_name: str) -> tuple[IPNetwork | None
     """An allow-list entry as a network or a host name; `ValidationError` otherwise."""
     if isinstance(entry, str) and entry.strip():
         text = entry.strip()
-        try:
+        with contextlib.suppress(ValueError):  # not an address: perhaps a host name
             return ipaddress.ip_network(text.strip("[]"), strict=False), None
-        except ValueError:
-            pass
         host = text.removesuffix(".").lower()
         if _is_host_name(host) and not host.replace(".", "").isdigit():
             return None, host

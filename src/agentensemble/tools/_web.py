@@ -10,6 +10,7 @@ timeout, read a capped body and close their client every time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import re
@@ -208,11 +209,9 @@ class _TextCollector(HTMLParser):
 def strip_tags(page: str) -> str:
     """The text of an HTML page with its markup, scripts and styles removed."""
     collector = _TextCollector()
-    try:
+    with contextlib.suppress(Exception):  # HTMLParser is lenient; keep what it collected
         collector.feed(page)
         collector.close()
-    except Exception:  # HTMLParser is lenient; keep whatever it collected
-        pass
     return _tidy("".join(collector.parts))
 
 
