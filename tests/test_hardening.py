@@ -828,3 +828,23 @@ def test_a_catch_all_listener_that_raises_is_logged_once_whatever_the_event_type
     assert len([r for r in mine if r.exc_info]) == 1  # one traceback, not one per event type
     summaries = [r.getMessage() for r in mine if "times in on_event" in r.getMessage()]
     assert summaries == ["Listener FailsOnEverything raised 12 times in on_event during this run"]
+
+
+def test_nothing_is_printed_when_the_application_configures_no_logging() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from agentensemble import Agent, Ensemble, ScriptedModel, Task, tool, tool_call\n"
+        "@tool\n"
+        "def fails(x: str) -> str:\n"
+        "    '''Fails.'''\n"
+        "    raise ValueError('nope')\n"
+        "llm = ScriptedModel([tool_call('fails', x='1'), 'done'])\n"
+        "agent = Agent('A', 'g', llm=llm, tools=[fails])\n"
+        "Ensemble(tasks=[Task('t', agent=agent)]).run()\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert (finished.stdout, finished.stderr) == ("", "")

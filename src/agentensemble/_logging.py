@@ -28,6 +28,10 @@ class LogContext:
     agent_role: str = ""
 
 
+logging.getLogger("agentensemble").addHandler(logging.NullHandler())
+# The library's records go where the application's logging sends them; without any
+# configuration, nothing is printed (not even through logging's last-resort handler).
+
 _current: ContextVar[LogContext] = ContextVar("agentensemble_log_context", default=LogContext())  # noqa: B039 (frozen)
 
 

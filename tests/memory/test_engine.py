@@ -403,7 +403,7 @@ def test_bad_memory_settings_are_rejected_when_the_ensemble_is_built(
 def test_memory_tool_rejects_a_blank_scope_and_a_non_store() -> None:
     with pytest.raises(ValidationError, match="MemoryTool scope must not be blank, got: ' '"):
         MemoryTool(" ")
-    with pytest.raises(ValidationError, match="MemoryTool memory_store must be a MemoryStore"):
+    with pytest.raises(ValidationError, match="MemoryTool store must be a MemoryStore"):
         MemoryTool("s", "not a store")  # type: ignore[arg-type]
 
 

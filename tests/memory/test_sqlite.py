@@ -94,11 +94,38 @@ async def test_invalid_arguments_fail_as_in_the_in_memory_store(
 ) -> None:
     with pytest.raises(ValidationError) as in_memory:
         await call(InMemoryStore())
-    # The directory does not exist: the arguments are checked before the file is opened.
-    async with SqliteMemoryStore(tmp_path / "missing" / "memory.db") as store:
+    async with SqliteMemoryStore(tmp_path / "memory.db") as store:
         with pytest.raises(ValidationError) as sqlite:
             await call(store)
     assert str(sqlite.value) == str(in_memory.value)
+    assert not (tmp_path / "memory.db").exists()  # checked before the file is opened
+
+
+def test_a_path_in_a_missing_directory_is_refused_when_the_store_is_made(tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "memory.db"
+    with pytest.raises(ValidationError, match="is in a directory that does not exist"):
+        SqliteMemoryStore(missing)
+
+
+async def test_plurals_find_their_singular_and_back(store: SqliteMemoryStore) -> None:
+    await store.store("k", entry("Refunds over 500 EUR need a manager."))
+    for number in range(3):
+        await store.store("k", entry(f"unrelated note {number}"))
+    await store.store("k", entry("The policy on boxes changed."))
+    assert (await contents(store, "k", query="refund", n=1)) == [
+        "Refunds over 500 EUR need a manager."
+    ]
+    assert (await contents(store, "k", query="policies for a box", n=1)) == [
+        "The policy on boxes changed."
+    ]
+
+
+async def test_a_sync_close_ends_the_store(path: Path) -> None:
+    store = SqliteMemoryStore(path)
+    await store.store("k", entry("x"))
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.retrieve("k", "x", 1)
 
 
 async def test_an_unknown_scope_is_empty(store: SqliteMemoryStore) -> None:

@@ -114,7 +114,7 @@ def test_configuration_errors(kwargs: dict[str, str], message: str) -> None:
 
 
 def test_a_pipeline_without_steps_needs_a_name() -> None:
-    with pytest.raises(ValidationError, match="ToolPipeline name must not be blank"):
+    with pytest.raises(ValidationError, match="ToolPipeline needs at least one step"):
         ToolPipeline()
 
 

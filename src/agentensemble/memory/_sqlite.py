@@ -210,6 +210,12 @@ class SqliteMemoryStore(MemoryStore):
         self._closed = True
         await self._worker.aclose()
 
+    def close(self) -> None:
+        """`aclose` for sync code: queued work finishes, then the connection closes and the
+        thread ends; later calls raise RuntimeError."""
+        self._closed = True
+        self._worker.close()
+
     async def __aenter__(self) -> SqliteMemoryStore:
         return self
 
@@ -227,12 +233,25 @@ def _query_words(text: str) -> list[str]:
 
 
 def _words(text: str) -> list[str]:
-    """`text` split into runs of letters and digits, case-folded, diacritics removed."""
+    """`text` split into runs of letters and digits, case-folded, diacritics removed, English
+    plurals made singular (so "refunds" finds "refund" and the other way round)."""
     folded = text.casefold()
     if not folded.isascii():
         decomposed = unicodedata.normalize("NFKD", folded)
         folded = "".join(char for char in decomposed if not unicodedata.combining(char))
-    return _WORD.findall(folded)
+    return [_singular(word) for word in _WORD.findall(folded)]
+
+
+def _singular(word: str) -> str:
+    """A light English plural stemmer: enough to match "policies" with "policy" and
+    "boxes" with "box", without a stemming library."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("ches", "shes", "xes", "zes", "sses")):
+        return word[:-2]
+    return word[:-1]
 
 
 def _indexed_words(content: str) -> list[str]:

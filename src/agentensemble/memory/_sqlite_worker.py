@@ -57,6 +57,11 @@ class SqliteWorker:
         self.path = os.fspath(path)
         if not self.path.strip():
             raise ValidationError(f"SQLite path must not be blank, got: {path!r}")
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if self.path != ":memory:" and not os.path.isdir(directory):
+            raise ValidationError(
+                f"SQLite path {self.path!r} is in a directory that does not exist: {directory}"
+            )
         self._setup = setup
         self._busy_timeout = float(busy_timeout)
         self._connect = connect

@@ -27,8 +27,9 @@ class MemoryTool:
     Without a `store` the tools use the ensemble's `memory_store` (a run without one is a
     `ValidationError` before any model call), and their operations count in the task's
     metrics, events and trace. Sharing the ensemble's store unifies what tasks remember
-    automatically with what agents store explicitly. Give an agent one `MemoryTool`: the
-    tool names are fixed.
+    automatically with what agents store explicitly. `store_memory` appends: a key stored
+    twice is retrieved twice, newest last. Give an agent one `MemoryTool`: the tool names are
+    fixed.
     """
 
     def __init__(self, scope: str | MemoryScope, store: MemoryStore | None = None) -> None:
@@ -36,7 +37,7 @@ class MemoryTool:
         if not isinstance(name, str) or not name.strip():
             raise ValidationError(f"MemoryTool scope must not be blank, got: {scope!r}")
         if store is not None and not isinstance(store, MemoryStore):
-            raise ValidationError(f"MemoryTool memory_store must be a MemoryStore, got: {store!r}")
+            raise ValidationError(f"MemoryTool store must be a MemoryStore, got: {store!r}")
         self.scope = name
         self.memory_store = store
 

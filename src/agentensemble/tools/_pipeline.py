@@ -98,6 +98,11 @@ class ToolPipeline:
         error_strategy: PipelineErrorStrategy | str = PipelineErrorStrategy.FAIL_FAST,
     ) -> None:
         self._steps = tuple(_check_step(step, index) for index, step in enumerate(steps))
+        if not steps and name is None:
+            raise ValidationError(
+                "ToolPipeline needs at least one step (a pipeline without steps needs a name, "
+                "and returns its input)"
+            )
         names = [step.name for step in self._steps]
         self._name = require_text(
             "_then_".join(names) if name is None else name, "ToolPipeline name must not be blank"
