@@ -7,6 +7,7 @@ numpy is installed.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import contextlib
@@ -164,7 +165,53 @@ class _GrowingMatrix:
         self.rows = len(positions)
 
 
-class SqliteVectorIndex(VectorIndex):
+class _SqliteIndex(VectorIndex):
+    """What the two SQLite indexes share: a worker thread on the file, batched inserts of
+    entries with their vectors, and the scope-level operations; each index says how it
+    searches (`search`), evicts (`_evict`) and clears (`_clear`) on its own tables."""
+
+    _TABLE = ""
+
+    def __init__(self, worker: SqliteWorker, insert_row: InsertRow) -> None:
+        self._worker = worker
+        self._inserts = _InsertQueue(worker, insert_row)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._worker.path!r})"
+
+    async def add(self, scope: str, entry: MemoryEntry, vector: Vector) -> None:
+        check_scope(scope)
+        check_entry(entry)
+        await self._inserts.insert(scope, entry_row(entry), _blob(vector))
+
+    async def evict(self, scope: str, policy: EvictionPolicy) -> int:
+        check_scope(scope)
+        check_policy(policy)
+        evict = functools.partial(self._evict, scope, *eviction_bounds(policy))
+        return await self._worker.write(evict)
+
+    async def clear(self, scope: str) -> None:
+        check_scope(scope)
+        await self._worker.write(functools.partial(self._clear, scope))
+
+    async def has_entries(self, scope: str) -> bool:
+        check_scope(scope)
+        return await self._worker.read(functools.partial(scope_has_entries, self._TABLE, scope))
+
+    async def aclose(self) -> None:
+        """Close the connection and end the worker thread."""
+        await self._worker.aclose()
+
+    @abc.abstractmethod
+    def _evict(self, scope: str, cutoff_us: int, limit: int, connection: sqlite3.Connection) -> int:
+        """Delete what an eviction policy drops from this index's tables; how many rows."""
+
+    @abc.abstractmethod
+    def _clear(self, scope: str, connection: sqlite3.Connection) -> None:
+        """Delete every row of `scope` from this index's tables."""
+
+
+class SqliteVectorIndex(_SqliteIndex):
     """Entries and their float32 vectors in the ``vector_entries`` table of a SQLite file
     (WAL mode), searched exactly with numpy.
 
@@ -178,18 +225,10 @@ class SqliteVectorIndex(VectorIndex):
     _TABLE = "vector_entries"
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
-        self._worker = SqliteWorker(path, setup=_create_exact_schema, busy_timeout=busy_timeout)
-        self._inserts = _InsertQueue(self._worker, _insert_exact)
+        worker = SqliteWorker(path, setup=_create_exact_schema, busy_timeout=busy_timeout)
+        super().__init__(worker, _insert_exact)
         self._cache: dict[str, _CachedScope] = {}
         """Owned by the worker thread: only functions run by the worker touch it."""
-
-    def __repr__(self) -> str:
-        return f"SqliteVectorIndex({self._worker.path!r})"
-
-    async def add(self, scope: str, entry: MemoryEntry, vector: Vector) -> None:
-        check_scope(scope)
-        check_entry(entry)
-        await self._inserts.insert(scope, entry_row(entry), _blob(vector))
 
     async def search(self, scope: str, vector: Vector, k: int) -> list[MemoryEntry]:
         check_scope(scope)
@@ -197,24 +236,13 @@ class SqliteVectorIndex(VectorIndex):
         query = unit_vector(vector)
         return await self._worker.read(functools.partial(self._search, scope, query, k))
 
-    async def evict(self, scope: str, policy: EvictionPolicy) -> int:
-        check_scope(scope)
-        check_policy(policy)
-        evict = functools.partial(self._evict, scope, *eviction_bounds(policy))
-        return await self._worker.write(evict)
-
-    async def clear(self, scope: str) -> None:
-        check_scope(scope)
-        await self._worker.write(functools.partial(_clear_exact, scope))
-
-    async def has_entries(self, scope: str) -> bool:
-        check_scope(scope)
-        return await self._worker.read(functools.partial(scope_has_entries, self._TABLE, scope))
-
     async def aclose(self) -> None:
         """Close the connection, end the worker thread and drop the cached matrices."""
-        await self._worker.aclose()
+        await super().aclose()
         self._cache = {}
+
+    def _clear(self, scope: str, connection: sqlite3.Connection) -> None:
+        _clear_exact(scope, connection)
 
     def _search(
         self, scope: str, query: Matrix, k: int, connection: sqlite3.Connection
@@ -357,7 +385,7 @@ def _bump_generation(connection: sqlite3.Connection, scope: str) -> int:
     return int(generation)
 
 
-class SqliteVecIndex(VectorIndex):
+class SqliteVecIndex(_SqliteIndex):
     """Entries in the ``vector_vec_entries`` table of a SQLite file and their vectors in
     ``vector_vec_index``, a ``vec0`` table of the sqlite-vec extension partitioned by scope
     (cosine distance, created with the dimensions of the first vector added).
@@ -373,18 +401,10 @@ class SqliteVecIndex(VectorIndex):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         sqlean = require("sqlean", "sqlite-vec")
         require("sqlite_vec", "sqlite-vec")
-        self._worker = SqliteWorker(
+        worker = SqliteWorker(
             path, setup=_create_vec_schema, busy_timeout=busy_timeout, connect=sqlean.connect
         )
-        self._inserts = _InsertQueue(self._worker, _insert_vec)
-
-    def __repr__(self) -> str:
-        return f"SqliteVecIndex({self._worker.path!r})"
-
-    async def add(self, scope: str, entry: MemoryEntry, vector: Vector) -> None:
-        check_scope(scope)
-        check_entry(entry)
-        await self._inserts.insert(scope, entry_row(entry), _blob(vector))
+        super().__init__(worker, _insert_vec)
 
     async def search(self, scope: str, vector: Vector, k: int) -> list[MemoryEntry]:
         check_scope(scope)
@@ -393,23 +413,11 @@ class SqliteVecIndex(VectorIndex):
         search = functools.partial(_search_vec, scope, query, min(k, self.MAX_K))
         return await self._worker.read(search)
 
-    async def evict(self, scope: str, policy: EvictionPolicy) -> int:
-        check_scope(scope)
-        check_policy(policy)
-        evict = functools.partial(_evict_vec, scope, *eviction_bounds(policy))
-        return await self._worker.write(evict)
+    def _evict(self, scope: str, cutoff_us: int, limit: int, connection: sqlite3.Connection) -> int:
+        return _evict_vec(scope, cutoff_us, limit, connection)
 
-    async def clear(self, scope: str) -> None:
-        check_scope(scope)
-        await self._worker.write(functools.partial(_clear_vec, scope))
-
-    async def has_entries(self, scope: str) -> bool:
-        check_scope(scope)
-        return await self._worker.read(functools.partial(scope_has_entries, self._TABLE, scope))
-
-    async def aclose(self) -> None:
-        """Close the connection and end the worker thread."""
-        await self._worker.aclose()
+    def _clear(self, scope: str, connection: sqlite3.Connection) -> None:
+        _clear_vec(scope, connection)
 
 
 _VEC_SCHEMA = """
