@@ -65,7 +65,7 @@ def test_trace_show_prints_a_readable_summary(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith(f"Run {trace_file.stem} · PARALLEL · COMPLETED · ")
-    assert lines[0].endswith("· capture OFF · schema 1.1")
+    assert lines[0].endswith("· capture OFF · schema 1.2")
     assert "Inputs: topic=honeybees" in lines
     assert "Agent: Researcher (tools: search_notes)" in lines
     assert "  1. Researcher: Research honeybees using the search_notes tool" in lines
@@ -83,7 +83,7 @@ def test_trace_show_of_a_missing_or_broken_file(
     assert absent.startswith("error: cannot read")
     assert "No such file" in absent
     broken = tmp_path / "broken.json"
-    broken.write_text('{"schema_version": "1.1"}')
+    broken.write_text('{"schema_version": "1.2"}')
     assert main(["trace", "show", str(broken)]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1  # one line, not a list of pydantic errors

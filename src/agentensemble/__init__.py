@@ -122,6 +122,7 @@ from agentensemble.task import Task
 from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 
 if _typing.TYPE_CHECKING:
+    from agentensemble.mapreduce import MapReduceEnsemble
     from agentensemble.tools import HumanInputTool
 
 
@@ -130,6 +131,10 @@ def __getattr__(name: str) -> _typing.Any:
         from agentensemble.tools import _human_input
 
         return _human_input.HumanInputTool
+    if name == "MapReduceEnsemble":  # loads on first use
+        from agentensemble import mapreduce
+
+        return mapreduce.MapReduceEnsemble
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -182,6 +187,7 @@ __all__ = [
     "LlmIterationStartedEvent",
     "ManagerPromptContext",
     "ManagerPromptStrategy",
+    "MapReduceEnsemble",
     "MaxIterationsExceededError",
     "MemoryOperationEvent",
     "ModelSettings",

@@ -14,8 +14,8 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,12 @@ from agentensemble.observability._trace import ExecutionTrace
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.review import ReviewPolicy
-from agentensemble.workflows._executor import WorkflowExecutor, executor_for
+from agentensemble.workflows._executor import (
+    ComposedExecutor,
+    Planner,
+    WorkflowExecutor,
+    executor_for,
+)
 from agentensemble.workflows._hierarchical import (
     HierarchicalExecutor,
     ManagerSettings,
@@ -67,13 +72,16 @@ if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
     from agentensemble.task import Task
 
-__all__ = ["RunPlan", "execute_run", "run_ensemble"]
+__all__ = ["Compose", "RunPlan", "execute_run", "run_ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
 
 _AUTO_EXPORT_DIRECTORY = "traces"
 _DEFAULT_MANAGER_ITERATIONS = 20
 _DEFAULT_DELEGATION_DEPTH = 3
+
+Compose = Callable[[Planner], ComposedExecutor]
+"""Makes the executor of a composed run (`MapReduceEnsemble`) from the run's planner."""
 
 
 def _delegation_settings(ensemble: Ensemble) -> tuple[str, ...]:
@@ -109,6 +117,14 @@ class RunPlan:
     synthesis: SynthesisLog
     team: Team | None = None
     """Who tasks may delegate to (when an agent may delegate, or the run is hierarchical)."""
+    added: list[PlannedTask] = field(default_factory=list)
+    """Tasks planned while the run runs (adaptive map-reduce levels), in order."""
+    composed: ComposedExecutor | None = None
+    """The executor, when a composite (`MapReduceEnsemble`) shapes the run."""
+
+    def all_tasks(self) -> tuple[PlannedTask, ...]:
+        """Every task planned so far, in plan order."""
+        return (*self.tasks, *self.added)
 
     def agents(self) -> list[Agent]:
         """The distinct agents, in order of first appearance (the team's, when there is one:
@@ -116,16 +132,21 @@ class RunPlan:
         if self.team is not None:
             return [worker.agent for worker in self.team.workers]
         seen: dict[int, Agent] = {}
-        for planned in self.tasks:
+        for planned in self.all_tasks():
             if planned.agent is not None:
                 seen.setdefault(id(planned.agent), planned.agent)
         return list(seen.values())
 
 
 async def run_ensemble(
-    ensemble: Ensemble, inputs: Mapping[str, str] | None, options: RunOptions | None
+    ensemble: Ensemble,
+    inputs: Mapping[str, str] | None,
+    options: RunOptions | None,
+    *,
+    compose: Compose | None = None,
 ) -> EnsembleOutput:
-    """Validate, plan and execute one run of `ensemble`."""
+    """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
+    makes its executor)."""
     options = _check_options(options)
     run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
@@ -134,11 +155,11 @@ async def run_ensemble(
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
-            plan = await _plan(ensemble, shape, texts, run, run_inputs)
+            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
             return await execute_run(plan, _with_team(run, plan), exporter)
         try:
             async with asyncio.timeout_at(run.deadline) as planning:
-                plan = await _plan(ensemble, shape, texts, run, run_inputs)
+                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
         except TimeoutError:
             if not planning.expired():
                 raise
@@ -166,7 +187,20 @@ def _validate(ensemble: Ensemble) -> _Shape:
             "pipelines, or phases for named workstreams with parallel execution -- but not "
             "both on the same ensemble."
         )
-    settings = EnsembleShape(
+    settings = _settings(ensemble)
+    if ensemble.phases:
+        phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
+        tasks = tuple(task for item in phases for task in item.phase.tasks)
+        return _Shape(tasks, None, phases)
+    tasks, workflow = validate_flat(ensemble.tasks, ensemble.workflow, settings)
+    if ensemble.workflow is None:
+        logger.info("Workflow inferred: %s", workflow.value)
+    return _Shape(tasks, workflow)
+
+
+def _settings(ensemble: Ensemble) -> EnsembleShape:
+    """The ensemble's settings that validation looks at."""
+    return EnsembleShape(
         llm=ensemble.model,
         rate_limit=ensemble.rate_limit,
         parallel_error_strategy=ensemble.parallel_error_strategy,
@@ -180,14 +214,6 @@ def _validate(ensemble: Ensemble) -> _Shape:
         has_memory_store=ensemble.memory_store is not None,
         memory_settings=_memory_settings(ensemble),
     )
-    if ensemble.phases:
-        phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
-        tasks = tuple(task for item in phases for task in item.phase.tasks)
-        return _Shape(tasks, None, phases)
-    tasks, workflow = validate_flat(ensemble.tasks, ensemble.workflow, settings)
-    if ensemble.workflow is None:
-        logger.info("Workflow inferred: %s", workflow.value)
-    return _Shape(tasks, workflow)
 
 
 def _memory_settings(ensemble: Ensemble) -> tuple[str, ...]:
@@ -275,6 +301,7 @@ async def _plan(
     texts: Mapping[Task[Any], tuple[str, str]],
     run: RunContext,
     inputs: Mapping[str, str],
+    compose: Compose | None = None,
 ) -> RunPlan:
     """Plan every task of every phase before any task runs."""
     synthesis = SynthesisLog()
@@ -303,7 +330,13 @@ async def _plan(
     planned = tuple(task for group in planned_groups for task in group)
     team = _team(ensemble, shape, planned)
     executor: WorkflowExecutor
-    if shape.workflow is Workflow.HIERARCHICAL:
+    added: list[PlannedTask] = []
+    composed = None
+    if compose is not None:
+        composed = executor = compose(
+            _RunPlanner(ensemble, run, inputs, synthesis, planned=planned, added=added)
+        )
+    elif shape.workflow is Workflow.HIERARCHICAL:
         if team is None:  # a hierarchical run always has one
             raise AssertionError("hierarchical run without a team")
         executor = HierarchicalExecutor(
@@ -319,15 +352,69 @@ async def _plan(
             ],
             strategy,
         )
+    label = shape.workflow.value if shape.workflow else "PHASES"
     return RunPlan(
         name=ensemble.name,
-        workflow_label=shape.workflow.value if shape.workflow else "PHASES",
+        workflow_label=composed.workflow_label if composed else label,
         tasks=planned,
         executor=executor,
         inputs=inputs,
         synthesis=synthesis,
         team=team,
+        added=added,
+        composed=composed,
     )
+
+
+class _RunPlanner:
+    """Plans the tasks a composed executor adds while the run runs (adaptive map-reduce
+    levels): checked like the ensemble's own tasks (as one PARALLEL list with every task
+    planned so far), templates resolved with the run's inputs, numbered after them."""
+
+    def __init__(
+        self,
+        ensemble: Ensemble,
+        run: RunContext,
+        inputs: Mapping[str, str],
+        synthesis: SynthesisLog,
+        *,
+        planned: Sequence[PlannedTask],
+        added: list[PlannedTask],
+    ) -> None:
+        self._ensemble = ensemble
+        self._run = run
+        self._inputs = inputs
+        self._synthesis = synthesis
+        self._planned = planned
+        self._added = added
+
+    async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
+        ensemble = self._ensemble
+        known = [planned.source for planned in (*self._planned, *self._added)]
+        validate_flat((*known, *tasks), Workflow.PARALLEL, _settings(ensemble))
+        for task in tasks:
+            agent = task.agent
+            if agent is not None and agent.allow_delegation:
+                raise ValidationError(
+                    f"Task '{task.description}' is added while the run runs, so its agent "
+                    f"'{agent.role}' cannot delegate: set allow_delegation=False"
+                )
+        texts = resolve_texts(tasks, self._inputs)
+        self._run.limiters.include(tasks)
+        first = len(known) + 1
+        planned = await plan_tasks(
+            tasks,
+            texts,
+            llm=ensemble.model,
+            synthesizer=ensemble.agent_synthesizer or TemplateAgentSynthesizer(),
+            run=self._run,
+            synthesis=self._synthesis,
+            first_index=first,
+            total=first + len(tasks) - 1,
+            review=_review_rules(ensemble, Workflow.PARALLEL),
+        )
+        self._added.extend(planned)
+        return planned
 
 
 def _review_rules(ensemble: Ensemble, workflow: Workflow) -> ReviewRules | None:
@@ -406,16 +493,7 @@ async def execute_run(
 ) -> EnsembleOutput:
     """Execute the plan. The trace is built from the completed outputs and exported whether
     the run completes, times out, exits early, fails or is cancelled."""
-    record = RunRecord(
-        ensemble_id=run.run_id,
-        workflow=plan.workflow_label,
-        capture_mode=run.capture_mode,
-        started_at=datetime.now(UTC),
-        inputs=plan.inputs,
-        agents=plan.agents(),
-        synthesis=tuple(plan.synthesis.interactions),
-        synthesis_metrics=plan.synthesis.metrics(),
-    )
+    started_at = datetime.now(UTC)
     started = time.perf_counter()
     logger.info(
         "Ensemble run %s starting | %d tasks | %s",
@@ -434,6 +512,16 @@ async def execute_run(
         duration = timedelta(seconds=time.perf_counter() - started)
         outputs = run.outputs.completed()
         errors = errors_of(failure) if failure is not None else ()
+        record = RunRecord(
+            ensemble_id=run.run_id,
+            workflow=plan.workflow_label,
+            capture_mode=run.capture_mode,
+            started_at=started_at,
+            inputs=plan.inputs,
+            agents=plan.agents(),
+            synthesis=tuple(plan.synthesis.interactions),
+            synthesis_metrics=plan.synthesis.metrics(),
+        )
         trace = build_trace(
             record,
             outputs,
@@ -442,6 +530,8 @@ async def execute_run(
             errors=errors,
             delegated=run.outputs.delegated(),
         )
+        if plan.composed is not None:
+            trace = plan.composed.finish_trace(trace)
         interrupted = None
         if run.events.wants("on_ensemble_completed"):
             interrupted = await _even_if_cancelled(_finish(run, trace, reason, failure))
@@ -491,7 +581,7 @@ async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.Cancell
 
 def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
     """The output of the last task, in declared order, that completed."""
-    for planned in reversed(plan.tasks):
+    for planned in reversed(plan.all_tasks()):
         output = run.outputs.get(planned.source)
         if output is not None:
             return output

@@ -54,7 +54,7 @@ def test_trace_json_shape() -> None:
     assert output.trace is not None
     assert normalize(json.loads(output.trace.to_json())) == snapshot(
         {
-            "schema_version": "1.1",
+            "schema_version": "1.2",
             "ensemble_id": "<run id>",
             "workflow": "SEQUENTIAL",
             "capture_mode": "FULL",
@@ -226,6 +226,8 @@ The sum\
                         "memory_operations": 0,
                         "cost_estimate": None,
                     },
+                    "node_type": None,
+                    "map_reduce_level": None,
                 }
             ],
             "metrics": {
@@ -243,6 +245,7 @@ The sum\
             "total_cost_estimate": None,
             "errors": [],
             "agent_synthesis": [],
+            "map_reduce_levels": [],
         }
     )
 

@@ -10,7 +10,7 @@ Each task execution gets a `TaskContext` with its ids and depth; `ToolContext` a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -111,18 +111,21 @@ class RunLimiters:
     explicit agent it applies on top of the agent's own limit."""
 
     ensemble: RateLimiter | None = None
-    by_task: Mapping[Task[Any], RateLimiter] = field(default_factory=dict)
+    by_task: dict[Task[Any], RateLimiter] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tasks: Sequence[Task[Any]], ensemble_limit: RateLimit | None) -> RunLimiters:
         """Fresh buckets for one run of `tasks`."""
-        by_task = {
-            task: RateLimiter(task.rate_limit)
-            for task in tasks
-            if task.rate_limit is not None and task.llm is None
-        }
         ensemble = RateLimiter(ensemble_limit) if ensemble_limit is not None else None
-        return cls(ensemble, by_task)
+        limiters = cls(ensemble)
+        limiters.include(tasks)
+        return limiters
+
+    def include(self, tasks: Sequence[Task[Any]]) -> None:
+        """Give `tasks` (added to the run while it runs, too) the buckets they own."""
+        for task in tasks:
+            if task.rate_limit is not None and task.llm is None:
+                self.by_task[task] = RateLimiter(task.rate_limit)
 
     def for_task(self, task: Task[Any]) -> RateLimiter | None:
         """The run's bucket for `task`'s model calls, if the run owns one."""

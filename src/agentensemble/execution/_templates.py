@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from agentensemble.errors import PromptTemplateError
 
-__all__ = ["resolve_template", "template_variables"]
+__all__ = ["escape_template", "resolve_template", "template_variables"]
 
 # One left-to-right pass: an escaped `{{name}}` is matched before the `{name}` inside it.
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}", re.ASCII)
@@ -16,6 +16,14 @@ _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}", re.ASCII)
 def template_variables(template: str) -> list[str]:
     """Unescaped variable names in order of first appearance, without duplicates."""
     return list(dict.fromkeys(name for _, name in _PLACEHOLDER.findall(template) if name))
+
+
+def escape_template(text: str) -> str:
+    """`text` escaped so that it resolves to itself: every ``{name}`` in it is kept literal
+    (for data, such as a map item, put into a task's text)."""
+    if "{" not in text:
+        return text
+    return _PLACEHOLDER.sub(lambda match: "{" + match.group(0) + "}", text)
 
 
 def resolve_template(template: str, inputs: Mapping[str, str | None] | None) -> str:

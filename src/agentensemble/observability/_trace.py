@@ -23,6 +23,7 @@ __all__ = [
     "ErrorTrace",
     "ExecutionTrace",
     "LlmInteraction",
+    "MapReduceLevelSummary",
     "MemoryOperationTrace",
     "PromptTrace",
     "TaskTrace",
@@ -30,7 +31,7 @@ __all__ = [
     "load_trace",
 ]
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
 
@@ -149,6 +150,28 @@ class TaskTrace:
     final_output: str
     parsed_output: Any = None
     metrics: TaskMetrics
+    node_type: str | None = None
+    """In a `MapReduceEnsemble` run: ``map``, ``reduce``, ``final-reduce`` or ``direct``."""
+    map_reduce_level: int | None = None
+    """In a `MapReduceEnsemble` run: 0 for map (and direct) tasks, then one per reduce
+    level."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MapReduceLevelSummary:
+    """One level of a `MapReduceEnsemble` run."""
+
+    level: int
+    """0 for the map level (or the direct task), then one per reduce level."""
+    node_type: str
+    """``map``, ``reduce``, ``final-reduce`` or ``direct``."""
+    task_count: int
+    """Tasks the level had."""
+    failed_count: int
+    """Of those, how many failed or were skipped."""
+    duration: timedelta
+    """From the first of its tasks starting to the last completing."""
+    workflow: str = "PARALLEL"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +215,9 @@ class ExecutionTrace:
     errors: tuple[ErrorTrace, ...] = ()
     agent_synthesis: tuple[LlmInteraction, ...] = ()
     """Model calls made while planning, to synthesise agents (`LLMAgentSynthesizer`)."""
+    map_reduce_levels: tuple[MapReduceLevelSummary, ...] = ()
+    """Per-level summaries of a `MapReduceEnsemble` run (workflow ``MAP_REDUCE_STATIC`` or
+    ``MAP_REDUCE_ADAPTIVE``)."""
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """The trace as JSON text (ASCII-escaped when some text cannot be UTF-8 encoded,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
@@ -12,9 +12,14 @@ from agentensemble.workflows._sequential import SequentialExecutor
 if TYPE_CHECKING:
     from agentensemble.execution._context import RunContext
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.outputs import TaskOutput
+    from agentensemble.task import Task
 
-__all__ = ["WorkflowExecutor", "executor_for"]
+__all__ = ["ComposedExecutor", "Planner", "WorkflowExecutor", "executor_for"]
+
+Planner = Callable[[Sequence["Task[Any]"]], Awaitable[tuple["PlannedTask", ...]]]
+"""Plans tasks added to a run while it runs: checked, templates resolved, agents given."""
 
 
 class WorkflowExecutor(Protocol):
@@ -30,6 +35,20 @@ class WorkflowExecutor(Protocol):
         self, plan: Sequence[PlannedTask], run: RunContext
     ) -> tuple[TaskOutput[Any], ...]:
         """Run `plan`; return its outputs in completion order."""
+        ...
+
+
+class ComposedExecutor(WorkflowExecutor, Protocol):
+    """The executor of a run a composite shapes (`MapReduceEnsemble`): it names the run's
+    workflow and adds what it knows to the run's trace."""
+
+    @property
+    def workflow_label(self) -> str:
+        """The trace's and events' workflow name (``MAP_REDUCE_STATIC``, say)."""
+        ...
+
+    def finish_trace(self, trace: ExecutionTrace) -> ExecutionTrace:
+        """`trace` completed with what the executor knows (node types, levels, ...)."""
         ...
 
 

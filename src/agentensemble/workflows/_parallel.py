@@ -4,14 +4,19 @@ Running tasks are never interrupted. Under FAIL_FAST a failure stops anything ne
 starting; under CONTINUE_ON_ERROR only the dependents of a failure (transitively) are
 skipped. When the run ends early (a reviewer's exit) nothing new starts either, and the
 early end is the run's outcome, whatever failed meanwhile. Outputs come back in
-completion order. More tasks may be added while the graph runs (`DagRun.add`), from the
-`on_task_done` hook.
+completion order.
+
+Two options serve map-reduce. `on_drained` is asked for more tasks each time every task
+added so far has settled (adaptive reduce levels are planned from the finished level's
+outputs), and the graph ends when it returns none. With `partial_inputs`, under
+CONTINUE_ON_ERROR a task is skipped only when every one of its context tasks failed or was
+skipped; it runs on the outputs of the others.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
@@ -28,12 +33,13 @@ if TYPE_CHECKING:
 
     from agentensemble.task import Task
 
-__all__ = ["DagRun", "ParallelExecutor", "TaskDoneHook"]
+__all__ = ["DagRun", "DrainedHook", "ParallelExecutor"]
 
 logger = get_logger("agentensemble.parallel")
 
-TaskDoneHook = Callable[["DagRun", PlannedTask, TaskOutput[Any]], None]
-"""Called when a task completes; may add tasks to the running graph."""
+DrainedHook = Callable[["DagRun"], Awaitable[Sequence[PlannedTask]]]
+"""Called when every task in the graph has settled; returns the tasks to run next (none:
+the graph is done)."""
 
 
 class ParallelExecutor:
@@ -43,10 +49,12 @@ class ParallelExecutor:
         self,
         strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST,
         *,
-        on_task_done: TaskDoneHook | None = None,
+        on_drained: DrainedHook | None = None,
+        partial_inputs: bool = False,
     ) -> None:
         self.strategy = strategy
-        self.on_task_done = on_task_done
+        self.on_drained = on_drained
+        self.partial_inputs = partial_inputs
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
@@ -56,18 +64,27 @@ class ParallelExecutor:
         Raises `TaskExecutionError` (FAIL_FAST: the first failure) or `ParallelExecutionError`
         (CONTINUE_ON_ERROR), after every running task has finished.
         """
-        return await DagRun(run, self.strategy, self.on_task_done).execute(plan)
+        dag = DagRun(
+            run, self.strategy, on_drained=self.on_drained, partial_inputs=self.partial_inputs
+        )
+        return await dag.execute(plan)
 
 
 class DagRun:
     """One execution of a task graph."""
 
     def __init__(
-        self, run: RunContext, strategy: ParallelErrorStrategy, on_task_done: TaskDoneHook | None
+        self,
+        run: RunContext,
+        strategy: ParallelErrorStrategy,
+        *,
+        on_drained: DrainedHook | None = None,
+        partial_inputs: bool = False,
     ) -> None:
         self.run = run
         self.strategy = strategy
-        self.on_task_done = on_task_done
+        self.on_drained = on_drained
+        self.partial_inputs = partial_inputs
         self.members: dict[Task[Any], PlannedTask] = {}
         self.pending: dict[PlannedTask, int] = {}
         self.dependents: dict[Task[Any], list[PlannedTask]] = {}
@@ -79,36 +96,45 @@ class DagRun:
         self._group: asyncio.TaskGroup | None = None
 
     async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput[Any], ...]:
-        """Run `plan` and whatever is added meanwhile; raise the failures at the end."""
+        """Run `plan`, then what `on_drained` gives each time the graph drains; raise the
+        failures at the end."""
         import asyncio
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                self._group = group
-                self.add(plan)
-        finally:
-            self._group = None
+        batch = plan
+        while batch:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    self._group = group
+                    self._add(batch)
+            finally:
+                self._group = None
+            batch = await self._drained()
         self._raise_failures()
         return tuple(self.outputs)
 
-    def add(self, tasks: Sequence[PlannedTask]) -> None:
-        """Add tasks to the running graph. A task waits for those of its context tasks that
-        are in the graph and not yet settled; the others must have completed already (their
-        outputs are read from the run). Add a task before (or with) its dependents."""
-        if self._group is None:
-            raise RuntimeError("DagRun.add: the graph has finished")
+    async def _drained(self) -> Sequence[PlannedTask]:
+        """The next tasks from `on_drained`; none when there is no hook or the run is
+        ending (an early end, or a failure under FAIL_FAST)."""
+        if self.on_drained is None or self.run.stop.requested:
+            return ()
+        if self.failures and self.strategy is ParallelErrorStrategy.FAIL_FAST:
+            return ()
+        return await self.on_drained(self)
+
+    def _add(self, tasks: Sequence[PlannedTask]) -> None:
+        """Add tasks to the graph. A task waits for those of its context tasks that are in
+        the graph and not yet settled; the others must have completed already (their outputs
+        are read from the run)."""
         for planned in tasks:
             if planned.source in self.members:
-                raise ValueError(
-                    f"DagRun.add: task '{planned.description}' is already in the graph"
-                )
+                raise ValueError(f"DagRun: task '{planned.description}' is already in the graph")
             self.members[planned.source] = planned
             self.dependents[planned.source] = []
         for planned in tasks:
             for dependency in planned.source.context:
                 if dependency not in self.members and self.run.outputs.get(dependency) is None:
                     raise ValueError(
-                        f"DagRun.add: task '{planned.description}' depends on "
+                        f"DagRun: task '{planned.description}' depends on "
                         f"'{dependency.description}', which is neither in the graph nor completed"
                     )
         ready = []
@@ -128,7 +154,10 @@ class DagRun:
             return True
         if self.strategy is ParallelErrorStrategy.FAIL_FAST:
             return bool(self.failures)
-        return any(dependency in self.broken for dependency in planned.source.context)
+        context = planned.source.context
+        if self.partial_inputs:
+            return bool(context) and all(dependency in self.broken for dependency in context)
+        return any(dependency in self.broken for dependency in context)
 
     def _release(self, ready: list[PlannedTask]) -> None:
         """Start tasks whose dependencies have settled; skip those that must be skipped and
@@ -180,12 +209,6 @@ class DagRun:
             self.broken.add(planned.source)
             return
         self.outputs.append(output)
-        if self.on_task_done is not None:
-            try:
-                self.on_task_done(self, planned, output)
-            except Exception as error:  # the hook's failure is this task's, not the graph's
-                self.failures.append((planned, error))
-                self.broken.add(planned.source)
 
     def _skip(self, planned: PlannedTask) -> None:
         logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
