@@ -19,8 +19,9 @@ TokenEstimator = Callable[[str], "int | None"]
 
 
 class TokenCounter:
-    """The tokens of an output: the provider's count of its output tokens when known, else
-    the custom estimator's, else ``len(raw) // 4``."""
+    """The tokens of an output: the provider's count of its output tokens when a model
+    wrote it and reported usage, else the custom estimator's, else ``len(raw) // 4``. (A
+    handler's output counts zero model tokens, which says nothing about its size.)"""
 
     __slots__ = ("_estimator", "_warned")
 
@@ -31,7 +32,7 @@ class TokenCounter:
     def count(self, output: TaskOutput[Any]) -> int:
         """The output's token count (never negative)."""
         provided = output.metrics.output_tokens
-        if provided >= 0:
+        if provided >= 0 and output.metrics.llm_call_count > 0:
             return provided
         if self._estimator is not None:
             estimate = self._estimator(output.raw)

@@ -1,0 +1,390 @@
+"""Adaptive MapReduceEnsemble (BEHAVIOUR 16.4-16.6): levels planned from token counts while
+the run runs, the short-circuit, failures, and one run across levels."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from agentensemble import (
+    Agent,
+    FunctionModel,
+    HandlerContext,
+    ParallelErrorStrategy,
+    ParallelExecutionError,
+    Task,
+    TaskExecutionError,
+    Usage,
+    ValidationError,
+)
+from agentensemble.mapreduce import MapReduceEnsemble
+from agentensemble.observability import (
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    ExecutionTrace,
+    TaskStartEvent,
+)
+from tests.mapreduce.helpers import Recorder, broken, levels, nodes_of
+from tests.review.helpers import Events
+
+CONTINUE = ParallelErrorStrategy.CONTINUE_ON_ERROR
+
+
+def adaptive(items: list[Any], recorder: Recorder, **settings: Any) -> MapReduceEnsemble[Any]:
+    settings.setdefault("target_token_budget", 250)
+    return MapReduceEnsemble(
+        items=items, map_task=recorder.map_task, reduce_task=recorder.reduce_task, **settings
+    )
+
+
+def tokens(count: int) -> str:
+    """A text the built-in heuristic counts as `count` tokens."""
+    return "x" * (4 * count)
+
+
+class Exported:
+    """A trace exporter keeping what it is given."""
+
+    def __init__(self) -> None:
+        self.traces: list[ExecutionTrace] = []
+
+    def export(self, trace: ExecutionTrace) -> None:
+        self.traces.append(trace)
+
+
+def test_outputs_that_fit_the_budget_get_one_final_reduce() -> None:
+    recorder = Recorder()
+    output = adaptive([1, 2, 3], recorder).run()
+    assert output.raw == "r(m1,m2,m3)"
+    assert output.trace is not None
+    assert output.trace.workflow == "MAP_REDUCE_ADAPTIVE"
+    assert levels(output.trace) == [(0, "map", 3, 0), (1, "final-reduce", 1, 0)]
+
+
+def test_outputs_over_the_budget_are_packed_into_reduce_levels() -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text=lambda inputs: "short")
+    output = adaptive(list(range(8)), recorder, target_token_budget=250).run()
+    assert levels(output.trace) == [
+        (0, "map", 8, 0),
+        (1, "reduce", 4, 0),  # two 100-token outputs per 250-token bin
+        (2, "final-reduce", 1, 0),
+    ]
+    assert sorted(len(inputs) for inputs in recorder.reduced[:4]) == [2, 2, 2, 2]
+    assert recorder.reduced[-1] == ["short"] * 4
+    nodes = nodes_of(output.trace)
+    assert nodes["Map 0"] == ("map", 0)
+    assert nodes["Reduce 1"] == ("reduce", 1)
+    assert nodes["Reduce 5"] == ("final-reduce", 2)
+
+
+def test_bins_are_packed_first_fit_decreasing() -> None:
+    """BEHAVIOUR 16.5: budget 100, tokens [30, 60, 40, 50] -> bins [[60, 40], [50, 30]]."""
+    recorder = Recorder(map_text=lambda item: f"t{item}", reduce_text=lambda inputs: "done")
+    ensemble = adaptive(
+        [30, 60, 40, 50],
+        recorder,
+        target_token_budget=100,
+        token_estimator=lambda text: int(text[1:]) if text.startswith("t") else None,
+    )
+    ensemble.run()
+    assert sorted(recorder.reduced[:2]) == [["t50", "t30"], ["t60", "t40"]]
+
+
+def test_max_reduce_levels_forces_the_final_reduce(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text="".join)
+    ensemble = adaptive(list(range(8)), recorder, target_token_budget=250, max_reduce_levels=2)
+    with caplog.at_level(logging.WARNING, logger="agentensemble.mapreduce"):
+        output = ensemble.run()
+    assert levels(output.trace) == [
+        (0, "map", 8, 0),
+        (1, "reduce", 4, 0),
+        (2, "reduce", 4, 0),  # 200-token outputs: one per bin, nothing shrinks
+        (3, "final-reduce", 1, 0),
+    ]
+    assert "max_reduce_levels (2) reached" in caplog.text
+
+
+def test_an_oversized_output_is_reduced_on_its_own(caplog: pytest.LogCaptureFixture) -> None:
+    sizes = {0: 400, 1: 10, 2: 10, 3: 10}
+    recorder = Recorder(map_text=lambda item: tokens(sizes[item]), reduce_text=lambda x: "r")
+    with caplog.at_level(logging.WARNING, logger="agentensemble.mapreduce"):
+        output = adaptive(list(sizes), recorder, target_token_budget=100).run()
+    assert sorted(len(inputs) for inputs in recorder.reduced[:2]) == [1, 3]
+    assert levels(output.trace) == [
+        (0, "map", 4, 0),
+        (1, "reduce", 2, 0),
+        (2, "final-reduce", 1, 0),
+    ]
+    assert "exceeds target_token_budget (400 > 100)" in caplog.text
+
+
+def echo_model(**usage: int | None) -> FunctionModel:
+    return FunctionModel(lambda messages, tools: "an answer", usage=Usage(**usage))
+
+
+def llm_tasks(ensemble_settings: dict[str, Any], items: list[int]) -> MapReduceEnsemble[int]:
+    return MapReduceEnsemble(
+        items=items,
+        map_task=lambda item: Task(f"Map {item}"),
+        reduce_task=lambda chunk: Task("Reduce", context=chunk),
+        **ensemble_settings,
+    )
+
+
+def test_provider_token_counts_come_before_the_estimator() -> None:
+    asked: list[str] = []
+
+    def estimate(text: str) -> int:
+        asked.append(text)
+        return 1000
+
+    settings = {
+        "llm": echo_model(input_tokens=1, output_tokens=5),
+        "target_token_budget": 20,
+        "token_estimator": estimate,
+    }
+    output = llm_tasks(settings, [1, 2, 3]).run()
+    assert levels(output.trace) == [(0, "map", 3, 0), (1, "final-reduce", 1, 0)]  # 15 <= 20
+    assert asked == []
+
+
+def test_the_estimator_counts_when_the_provider_reports_no_tokens() -> None:
+    asked: list[str] = []
+
+    def estimate(text: str) -> int:
+        asked.append(text)
+        return 8
+
+    settings = {
+        "llm": echo_model(output_tokens=None),
+        "target_token_budget": 20,
+        "token_estimator": estimate,
+    }
+    output = llm_tasks(settings, [1, 2, 3]).run()
+    assert asked[:3] == ["an answer"] * 3
+    assert levels(output.trace)[1] == (1, "reduce", 2, 0)  # 24 > 20: packed [8, 8], [8]
+
+
+def test_an_estimator_returning_none_falls_back_to_characters_over_four() -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text=lambda x: "r")
+    ensemble = adaptive(
+        [1, 2, 3], recorder, target_token_budget=250, token_estimator=lambda t: None
+    )
+    output = ensemble.run()
+    assert levels(output.trace)[1] == (1, "reduce", 2, 0)  # 300 > 250
+
+
+def test_a_bad_estimate_names_the_estimator_and_the_value() -> None:
+    recorder = Recorder()
+    ensemble = adaptive([1, 2], recorder, token_estimator=lambda text: -3)
+    with pytest.raises(ValidationError, match=r"token_estimator must return .* got: -3"):
+        ensemble.run()
+
+
+def direct(recorder: Recorder, **settings: Any) -> MapReduceEnsemble[Any]:
+    made: list[list[Any]] = []
+
+    def direct_task(items: list[Any]) -> Task[Any]:
+        made.append(items)
+        return Task("All at once", handler=lambda context: f"direct({len(items)})")
+
+    settings.setdefault("items", ["a" * 40] * 3)  # 10 tokens each
+    ensemble = MapReduceEnsemble(
+        map_task=recorder.map_task,
+        reduce_task=recorder.reduce_task,
+        direct_task=direct_task,
+        **settings,
+    )
+    object.__setattr__(ensemble, "made", made)  # for the assertions
+    return ensemble
+
+
+def test_the_direct_task_runs_alone_when_the_items_fit() -> None:
+    recorder = Recorder()
+    ensemble = direct(recorder, target_token_budget=30)
+    output = ensemble.run()
+    assert output.raw == "direct(3)"
+    assert recorder.mapped == []  # the map phase never ran
+    assert levels(output.trace) == [(0, "direct", 1, 0)]
+    assert output.trace is not None
+    assert output.trace.workflow == "MAP_REDUCE_ADAPTIVE"
+
+
+def test_items_over_the_budget_go_through_map_and_reduce() -> None:
+    recorder = Recorder()
+    ensemble = direct(recorder, target_token_budget=29)
+    output = ensemble.run()
+    assert output.raw.startswith("r(")
+    assert len(recorder.mapped) == 3
+    assert ensemble.made == []  # type: ignore[attr-defined]
+
+
+def test_the_input_estimator_sizes_the_items() -> None:
+    recorder = Recorder()
+    items = [{"id": index, "text": "long " * 100} for index in range(3)]
+    ensemble = direct(
+        recorder,
+        items=items,
+        target_token_budget=10,
+        input_estimator=lambda item: f"#{item['id']}",
+    )
+    assert ensemble.run().raw == "direct(3)"
+
+
+def test_an_agent_first_direct_task_gets_its_agent_and_every_item() -> None:
+    agent = Agent(role="Direct", goal="do it all", llm=FunctionModel(lambda m, t: "all"))
+    seen: list[Any] = []
+
+    def direct_task(given: Agent, items: list[int]) -> Task[Any]:
+        seen.append((given, items))
+        return Task("Everything", agent=given)
+
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        map_task=lambda item: Task(f"Map {item}"),
+        reduce_task=lambda chunk: Task("Reduce", context=chunk),
+        direct_agent=lambda: agent,
+        direct_task=direct_task,
+        context_window_size=1000,
+        budget_ratio=0.5,
+    )
+    output = ensemble.run()
+    assert ensemble.target_budget == 500
+    assert seen == [(agent, [1, 2])]
+    assert output.raw == "all"
+    assert output.task_outputs[0].agent_role == "Direct"
+
+
+def test_continue_on_error_reduces_the_surviving_map_outputs() -> None:
+    recorder = Recorder(failing=[1])
+    output = adaptive([0, 1, 2, 3], recorder, parallel_error_strategy=CONTINUE).run()
+    assert output.raw == "r(m0,m2,m3)"
+    assert levels(output.trace) == [(0, "map", 4, 1), (1, "final-reduce", 1, 0)]
+    assert output.trace is not None
+    assert [error.task_description for error in output.trace.errors] == ["Map 1"]
+
+
+def test_continue_on_error_survivors_of_a_reduce_level_proceed() -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text=lambda x: "r")
+
+    def reduce_task(chunk: list[Task[Any]]) -> Task[Any]:
+        task = recorder.reduce_task(chunk)
+        if recorder.reduce_tasks_made == 2:
+            return Task("Broken reduce", handler=broken, context=chunk)
+        return task
+
+    ensemble = MapReduceEnsemble(
+        items=list(range(8)),
+        map_task=recorder.map_task,
+        reduce_task=reduce_task,
+        target_token_budget=250,
+        parallel_error_strategy=CONTINUE,
+    )
+    output = ensemble.run()
+    assert levels(output.trace) == [
+        (0, "map", 8, 0),
+        (1, "reduce", 4, 1),
+        (2, "final-reduce", 1, 0),
+    ]
+    assert recorder.reduced[-1] == ["r", "r", "r"]
+
+
+def test_continue_on_error_when_every_map_fails_the_run_fails() -> None:
+    recorder = Recorder(failing=[0, 1])
+    ensemble = adaptive([0, 1], recorder, parallel_error_strategy=CONTINUE)
+    with pytest.raises(ParallelExecutionError) as raised:
+        ensemble.run()
+    assert len(raised.value.failed_tasks) == 2
+    assert recorder.reduce_tasks_made == 0
+
+
+def test_fail_fast_a_failed_map_fails_the_run_before_any_reduce() -> None:
+    recorder = Recorder(failing=[1])
+    with pytest.raises(TaskExecutionError) as raised:
+        adaptive([0, 1, 2], recorder).run()
+    assert raised.value.task_description == "Map 1"
+    assert {o.raw for o in raised.value.completed_outputs} == {"m0", "m2"}
+    assert recorder.reduce_tasks_made == 0
+
+
+def test_all_levels_are_one_run() -> None:
+    events = Events()
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text=lambda x: "r")
+    output = adaptive(list(range(8)), recorder, listeners=[events]).run()
+    assert len(events.of(EnsembleStartedEvent)) == len(events.of(EnsembleCompletedEvent)) == 1
+    assert output.trace is not None
+    assert {event.ensemble_id for event in events.events} == {output.trace.ensemble_id}
+    starts = events.of(TaskStartEvent)
+    assert sorted(event.task_index for event in starts) == list(range(1, 14))  # 8 + 4 + 1
+    assert len(output.task_outputs) == 13
+    assert len(output.trace.task_traces) == 13
+    assert output.metrics.total_llm_call_count == 0  # handlers: no model calls to sum
+
+
+def test_metrics_are_summed_across_levels() -> None:
+    settings = {"llm": echo_model(input_tokens=3, output_tokens=30), "target_token_budget": 50}
+    output = llm_tasks(settings, [1, 2, 3, 4]).run()
+    # 4 maps of 30 tokens (120 > 50): 4 reduces, 4 outputs of 30 again, ... then the final.
+    counts = [level.task_count for level in output.trace.map_reduce_levels]  # type: ignore[union-attr]
+    assert output.metrics.total_llm_call_count == sum(counts)
+    assert output.metrics.total_output_tokens == 30 * sum(counts)
+
+
+def test_each_run_maps_afresh() -> None:
+    recorder = Recorder()
+    ensemble = adaptive([1, 2], recorder)
+    assert ensemble.run().raw == ensemble.run().raw == "r(m1,m2)"
+    assert recorder.mapped == [1, 2, 1, 2]
+
+
+def test_a_reduce_factory_error_fails_the_run_and_the_trace_keeps_the_maps() -> None:
+    exported = Exported()
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        map_task=Recorder().map_task,
+        reduce_task=lambda chunk: Task("Forgets its context"),
+        target_token_budget=100,
+        trace_exporter=exported,
+    )
+    with pytest.raises(ValidationError, match="reduce_task must pass its chunk as the task's"):
+        ensemble.run()
+    [trace] = exported.traces
+    assert sorted(task.final_output for task in trace.task_traces) == ["m1", "m2"]
+
+
+async def test_a_cancelled_run_keeps_the_levels_that_completed() -> None:
+    exported = Exported()
+    reducing = asyncio.Event()
+
+    async def stuck(context: HandlerContext) -> str:
+        reducing.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never released")
+
+    ensemble = MapReduceEnsemble(
+        items=[1, 2, 3],
+        map_task=Recorder().map_task,
+        reduce_task=lambda chunk: Task("Stuck", handler=stuck, context=chunk),
+        target_token_budget=100,
+        trace_exporter=exported,
+    )
+    run = asyncio.create_task(ensemble.arun())
+    await reducing.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    [trace] = exported.traces
+    assert sorted(task.final_output for task in trace.task_traces) == ["m1", "m2", "m3"]
+    assert levels(trace) == [(0, "map", 3, 0), (1, "final-reduce", 1, 1)]
+
+
+def test_adaptive_mode_has_no_tree_to_inspect() -> None:
+    ensemble = adaptive([1, 2], Recorder())
+    assert ensemble.is_adaptive_mode
+    assert dict(ensemble.node_types) == {}
+    assert dict(ensemble.map_reduce_levels) == {}
+    with pytest.raises(ValidationError, match=r"to_ensemble\(\) is not supported in adaptive"):
+        ensemble.to_ensemble()
