@@ -27,6 +27,7 @@ from agentensemble._validation import (
     EnsembleShape,
     PhaseShape,
     check_worker_roles,
+    validate_added,
     validate_flat,
     validate_phases,
 )
@@ -382,26 +383,19 @@ class _RunPlanner:
         added: list[PlannedTask],
     ) -> None:
         self._ensemble = ensemble
+        self._settings = _settings(ensemble)
         self._run = run
         self._inputs = inputs
         self._synthesis = synthesis
-        self._planned = planned
+        self._known = {task.source for task in planned}
         self._added = added
 
     async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
         ensemble = self._ensemble
-        known = [planned.source for planned in (*self._planned, *self._added)]
-        validate_flat((*known, *tasks), Workflow.PARALLEL, _settings(ensemble))
-        for task in tasks:
-            agent = task.agent
-            if agent is not None and agent.allow_delegation:
-                raise ValidationError(
-                    f"Task '{task.description}' is added while the run runs, so its agent "
-                    f"'{agent.role}' cannot delegate: set allow_delegation=False"
-                )
+        validate_added(tasks, self._known, self._settings)
         texts = resolve_texts(tasks, self._inputs)
         self._run.limiters.include(tasks)
-        first = len(known) + 1
+        first = len(self._known) + 1
         planned = await plan_tasks(
             tasks,
             texts,
@@ -413,6 +407,7 @@ class _RunPlanner:
             total=first + len(tasks) - 1,
             review=_review_rules(ensemble, Workflow.PARALLEL),
         )
+        self._known.update(tasks)
         self._added.extend(planned)
         return planned
 

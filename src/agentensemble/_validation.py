@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ __all__ = [
     "PhaseShape",
     "check_worker_roles",
     "infer_workflow",
+    "validate_added",
     "validate_flat",
     "validate_phases",
 ]
@@ -87,6 +88,35 @@ def validate_flat(
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
+
+
+def validate_added(
+    tasks: Sequence[object], known: Set[Task[Any]], shape: EnsembleShape
+) -> tuple[Task[Any], ...]:
+    """Check tasks added to a running PARALLEL run (adaptive map-reduce levels) as
+    `validate_flat` checks a task list, against the `known` tasks the run already has."""
+    checked = _check_elements(tasks)
+    seen: set[Task[Any]] = set()
+    for task in checked:
+        if task in known or task in seen:
+            raise ValidationError(
+                f"Task '{task.description}' is already in the run: a task runs once per run, "
+                "so return a new Task each time"
+            )
+        seen.add(task)
+    for task in checked:
+        agent = task.agent
+        if agent is not None and agent.allow_delegation:
+            raise ValidationError(
+                f"Task '{task.description}' is added while the run runs, so its agent "
+                f"'{agent.role}' cannot delegate: set allow_delegation=False"
+            )
+        _check_has_model(task, shape, where="")
+    _check_reviews(checked, shape, Workflow.PARALLEL, last_workflow=Workflow.PARALLEL)
+    check_memory(checked, shape)
+    check_context_cycles(checked)
+    _check_context_order(checked, outside=known, ordered=False)
+    return checked
 
 
 def validate_phases(
@@ -340,7 +370,7 @@ def _check_listed_once(tasks: Sequence[Task[Any]]) -> None:
 
 
 def _check_context_order(
-    tasks: Sequence[Task[Any]], *, outside: frozenset[Task[Any]], ordered: bool
+    tasks: Sequence[Task[Any]], *, outside: Set[Task[Any]], ordered: bool
 ) -> None:
     """Context tasks belong to the run (or come from `outside`: earlier phases) under every
     workflow; `ordered` (SEQUENTIAL) also wants them earlier in the list."""

@@ -271,6 +271,7 @@ class MapReduceEnsemble(Generic[T]):
         """The first tasks of an adaptive run (the direct task when the items fit the
         budget, else the map tasks) and how to make its executor."""
         from agentensemble.workflows._map_reduce import (
+            ADAPTIVE,
             DIRECT,
             MAP,
             AdaptiveReduce,
@@ -286,7 +287,8 @@ class MapReduceEnsemble(Generic[T]):
             raise AssertionError("not adaptive")
         if self.direct_task is not None and self._estimated_input_tokens() <= budget:
             direct = factories.direct(self.items)
-            return [direct], lambda _: MapReduceExecutor({direct: Node(DIRECT, 0)}, strategy)
+            nodes = {direct: Node(DIRECT, 0)}
+            return [direct], lambda _: MapReduceExecutor(nodes, strategy, workflow_label=ADAPTIVE)
         tasks = factories.map_all(self.items)
         nodes = {task: Node(MAP, 0) for task in tasks}
         adaptive = AdaptiveReduce(
@@ -296,7 +298,7 @@ class MapReduceEnsemble(Generic[T]):
             reduce_task=factories.reduce,
         )
         return tasks, lambda planner: MapReduceExecutor(
-            nodes, strategy, adaptive=adaptive, planner=planner
+            nodes, strategy, workflow_label=ADAPTIVE, adaptive=adaptive, planner=planner
         )
 
     def _estimated_input_tokens(self) -> int:

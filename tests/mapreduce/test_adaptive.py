@@ -388,3 +388,38 @@ def test_adaptive_mode_has_no_tree_to_inspect() -> None:
     assert dict(ensemble.map_reduce_levels) == {}
     with pytest.raises(ValidationError, match=r"to_ensemble\(\) is not supported in adaptive"):
         ensemble.to_ensemble()
+
+
+def test_a_reduce_task_returned_twice_is_refused() -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100))
+    maps: list[Task[Any]] = []
+    cached: list[Task[Any]] = []
+
+    def map_task(item: int) -> Task[Any]:
+        maps.append(recorder.map_task(item))
+        return maps[-1]
+
+    def reduce_task(chunk: list[Task[Any]]) -> Task[Any]:
+        if not cached:
+            cached.append(Task("Reduce everything", context=maps))
+        return cached[0]
+
+    ensemble = MapReduceEnsemble(
+        items=[1, 2, 3, 4], map_task=map_task, reduce_task=reduce_task, target_token_budget=250
+    )
+    with pytest.raises(ValidationError, match="Task 'Reduce everything' is already in the run"):
+        ensemble.run()
+
+
+def test_a_reduce_agent_added_while_running_may_not_delegate() -> None:
+    model = FunctionModel(lambda messages, tools: "done")
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        llm=model,
+        map_task=lambda item: Task(f"Map {item}"),
+        reduce_agent=lambda: Agent("Boss", "delegate", llm=model, allow_delegation=True),
+        reduce_task=lambda agent, chunk: Task("Reduce", agent=agent, context=chunk),
+        target_token_budget=100,
+    )
+    with pytest.raises(ValidationError, match="its agent 'Boss' cannot delegate"):
+        ensemble.run()

@@ -36,10 +36,12 @@ if TYPE_CHECKING:
     from agentensemble.workflows._executor import Planner
 
 __all__ = [
+    "ADAPTIVE",
     "DIRECT",
     "FINAL_REDUCE",
     "MAP",
     "REDUCE",
+    "STATIC",
     "AdaptiveReduce",
     "MapReduceExecutor",
     "Node",
@@ -51,6 +53,9 @@ MAP = "map"
 REDUCE = "reduce"
 FINAL_REDUCE = "final-reduce"
 DIRECT = "direct"
+
+STATIC = "MAP_REDUCE_STATIC"
+ADAPTIVE = "MAP_REDUCE_ADAPTIVE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +87,14 @@ class MapReduceExecutor:
         nodes: Mapping[Task[Any], Node],
         strategy: ParallelErrorStrategy,
         *,
+        workflow_label: str = STATIC,
         adaptive: AdaptiveReduce | None = None,
         planner: Planner | None = None,
     ) -> None:
         if (adaptive is None) != (planner is None):
-            raise ValueError("an adaptive map-reduce run needs a planner, a static one none")
+            raise ValueError("adaptive reduce levels need a planner, and a planner needs them")
+        self.workflow_label = workflow_label
+        """``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE`` (a direct task's run too)."""
         self._nodes = dict(nodes)
         self._strategy = strategy
         self._adaptive = adaptive
@@ -99,11 +107,6 @@ class MapReduceExecutor:
         )
         self._tolerated: ParallelExecutionError | None = None
         self._run: RunContext | None = None
-
-    @property
-    def workflow_label(self) -> str:
-        """``MAP_REDUCE_ADAPTIVE`` or ``MAP_REDUCE_STATIC``."""
-        return "MAP_REDUCE_ADAPTIVE" if self._adaptive is not None else "MAP_REDUCE_STATIC"
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
