@@ -11,7 +11,8 @@ def test_all_matches_the_public_names() -> None:
         for name, value in vars(agentensemble).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    lazy = {"HumanInputTool", "MapReduceEnsemble"}  # loads on first use (see test_every_exported_name_resolves)
+    # these load on first use (see test_every_exported_name_resolves)
+    lazy = {"HumanInputTool", "MapReduceEnsemble"}
     assert set(agentensemble.__all__) == public | lazy
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
 

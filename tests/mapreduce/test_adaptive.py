@@ -423,3 +423,22 @@ def test_a_reduce_agent_added_while_running_may_not_delegate() -> None:
     )
     with pytest.raises(ValidationError, match="its agent 'Boss' cannot delegate"):
         ensemble.run()
+
+
+def test_tasks_of_later_levels_resolve_the_run_inputs() -> None:
+    def reduce_task(chunk: list[Task[Any]]) -> Task[Any]:
+        return Task(
+            "Combine for {audience}",
+            handler=lambda context: context.description,
+            context=chunk,
+        )
+
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        map_task=Recorder().map_task,
+        reduce_task=reduce_task,
+        target_token_budget=100,
+        inputs={"audience": "everyone"},
+    )
+    assert ensemble.run(inputs={"audience": "the board"}).raw == "Combine for the board"
+    assert ensemble.run().raw == "Combine for everyone"

@@ -12,7 +12,6 @@ from agentensemble.errors import ParallelExecutionError
 from agentensemble.execution._context import RunContext
 from agentensemble.execution._planning import PlannedTask, task_steps
 from agentensemble.observability._listeners import EventDispatcher
-from agentensemble.outputs import TaskOutput
 from agentensemble.workflows._parallel import DagRun, ParallelExecutor
 
 
