@@ -128,11 +128,11 @@ class RunPlan:
         return (*self.tasks, *self.added)
 
     def agents(self) -> list[Agent]:
-        """The distinct agents, in order of first appearance (the team's, when there is one:
-        the ensemble's extra `agents` too)."""
-        if self.team is not None:
-            return [worker.agent for worker in self.team.workers]
+        """The distinct agents: the team's when there is one (the ensemble's extra `agents`
+        too), then those of the tasks in plan order (tasks added while running too)."""
         seen: dict[int, Agent] = {}
+        if self.team is not None:
+            seen = {id(worker.agent): worker.agent for worker in self.team.workers}
         for planned in self.all_tasks():
             if planned.agent is not None:
                 seen.setdefault(id(planned.agent), planned.agent)
@@ -389,6 +389,10 @@ class _RunPlanner:
         self._synthesis = synthesis
         self._known = {task.source for task in planned}
         self._added = added
+
+    async def check(self, tasks: Sequence[Task[Any]]) -> None:
+        validate_added(tasks, self._known, self._settings)
+        resolve_texts(tasks, self._inputs)
 
     async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
         ensemble = self._ensemble

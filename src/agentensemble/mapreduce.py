@@ -19,24 +19,38 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from agentensemble._checks import as_tuple, is_blank, require_int
+from agentensemble._checks import as_tuple, require_int, require_text
+from agentensemble._run import run_ensemble
 from agentensemble._sync import run_sync
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble
-from agentensemble.enums import ParallelErrorStrategy, Workflow
+from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
+from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.execution._templates import escape_template
 from agentensemble.models import RateLimit
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._exporters import TraceExporter
 from agentensemble.options import RunOptions
+from agentensemble.review import ReviewHandler, ReviewPolicy
 from agentensemble.task import Task
+from agentensemble.workflows._map_reduce import (
+    ADAPTIVE,
+    DIRECT,
+    FINAL_REDUCE,
+    MAP,
+    REDUCE,
+    AdaptiveMapReduceExecutor,
+    AdaptiveReduce,
+    MapReduceExecutor,
+    Node,
+)
+from agentensemble.workflows._token_budget import TokenCounter
 
 if TYPE_CHECKING:
     from agentensemble.outputs import EnsembleOutput
     from agentensemble.workflows._executor import Planner
-    from agentensemble.workflows._map_reduce import MapReduceExecutor, Node
 
 __all__ = ["MapReduceEnsemble"]
 
@@ -57,6 +71,10 @@ _ENSEMBLE_FIELDS = (
     "rate_limit",
     "max_sync_threads",
     "name",
+    "context_format",
+    "agent_synthesizer",
+    "review_handler",
+    "review_policy",
 )
 """The fields passed through to the inner ensemble of every run."""
 
@@ -87,7 +105,8 @@ class MapReduceEnsemble(Generic[T]):
     """``(item) -> Agent``: the agent of each map task (agent-first)."""
     reduce_task: Callable[..., Task[Any]] | None = None
     """``(chunk_tasks) -> Task``, or ``(agent, chunk_tasks) -> Task`` when `reduce_agent` is
-    set. The task's ``context`` must include every chunk task."""
+    set. The task's ``context`` must include every chunk task. An adaptive run also calls it
+    once before the map level, over every map task, to check what it returns."""
     reduce_agent: Callable[[], Agent] | None = None
     """``() -> Agent``: the agent of each reduce task, the final one included (agent-first)."""
     direct_task: Callable[..., Task[Any]] | None = None
@@ -106,9 +125,9 @@ class MapReduceEnsemble(Generic[T]):
     """Adaptive: the share of `context_window_size` a reduce may fill, in (0, 1]."""
     max_reduce_levels: int | None = None
     """Adaptive: most intermediate reduce levels before the final reduce is forced (10)."""
-    token_estimator: Callable[[str], int | None] | None = None
-    """Adaptive: counts an output's tokens when the provider reported none (None from it
-    falls back to ``len(text) // 4``)."""
+    token_estimator: Callable[[str], float | None] | None = None
+    """Adaptive: counts an output's tokens when the provider reported none (rounded up;
+    None from it falls back to ``len(text) // 4``)."""
     input_estimator: Callable[[T], str] | None = None
     """Adaptive, with a direct task: an item as the text whose length estimates its tokens
     (``str(item)`` when None)."""
@@ -135,6 +154,15 @@ class MapReduceEnsemble(Generic[T]):
     """Most threads a run uses for sync user code (tools, listeners)."""
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
+    context_format: ContextFormat = ContextFormat.JSON
+    """How structured outputs are written into the reduce tasks' context
+    (`ContextFormat.TOON` takes a third fewer tokens; needs the ``toon`` extra)."""
+    agent_synthesizer: AgentSynthesizer | None = None
+    """Makes the agents of tasks without one (`TemplateAgentSynthesizer` when None)."""
+    review_handler: ReviewHandler | None = None
+    """Who answers the tasks' review gates and tool approvals."""
+    review_policy: ReviewPolicy | None = None
+    """When after-task gates fire for tasks without their own `review` (None: NEVER)."""
     _budget: int | None = field(init=False, default=None, repr=False)
     _factories: _Factories[T] = field(init=False, repr=False)
     _template: Ensemble = field(init=False, repr=False)
@@ -143,6 +171,11 @@ class MapReduceEnsemble(Generic[T]):
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "items", _check_items(self.items))
+        if not isinstance(self.parallel_error_strategy, ParallelErrorStrategy):
+            raise ValidationError(
+                "MapReduceEnsemble parallel_error_strategy must be a ParallelErrorStrategy, "
+                f"got: {self.parallel_error_strategy!r}"
+            )
         map_first = _check_factories("map", self.map_task, self.map_agent, ("item", "agent"))
         reduce_first = _check_factories(
             "reduce", self.reduce_task, self.reduce_agent, ("agent", "chunk_tasks")
@@ -180,15 +213,11 @@ class MapReduceEnsemble(Generic[T]):
             raise ValidationError("MapReduceEnsemble.of items must not be None")
         if not items:
             raise ValidationError("MapReduceEnsemble.of items must not be empty")
-        if is_blank(map_description):
-            raise ValidationError(
-                f"MapReduceEnsemble.of map_description must not be blank, got: {map_description!r}"
-            )
-        if is_blank(reduce_description):
-            raise ValidationError(
-                "MapReduceEnsemble.of reduce_description must not be blank, got: "
-                f"{reduce_description!r}"
-            )
+        for name, text in (
+            ("map_description", map_description),
+            ("reduce_description", reduce_description),
+        ):
+            require_text(text, f"MapReduceEnsemble.of {name} must not be blank, got: {text!r}")
         return cls(
             llm=llm,
             items=items,
@@ -251,9 +280,6 @@ class MapReduceEnsemble(Generic[T]):
         (CONTINUE_ON_ERROR, when the final reduce could not run) carrying every completed
         output. The trace's workflow is ``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``.
         """
-        from agentensemble._run import run_ensemble  # the engine loads on first run
-        from agentensemble.workflows._map_reduce import MapReduceExecutor
-
         strategy = self.parallel_error_strategy
         if self._tree is not None:
             tree = self._tree
@@ -270,16 +296,6 @@ class MapReduceEnsemble(Generic[T]):
     def _adaptive_start(self) -> tuple[list[Task[Any]], Callable[[Planner], MapReduceExecutor]]:
         """The first tasks of an adaptive run (the direct task when the items fit the
         budget, else the map tasks) and how to make its executor."""
-        from agentensemble.workflows._map_reduce import (
-            ADAPTIVE,
-            DIRECT,
-            MAP,
-            AdaptiveReduce,
-            MapReduceExecutor,
-            Node,
-        )
-        from agentensemble.workflows._token_budget import TokenCounter
-
         factories = self._factories
         budget = self._budget
         strategy = self.parallel_error_strategy
@@ -291,14 +307,14 @@ class MapReduceEnsemble(Generic[T]):
             return [direct], lambda _: MapReduceExecutor(nodes, strategy, workflow_label=ADAPTIVE)
         tasks = factories.map_all(self.items)
         nodes = {task: Node(MAP, 0) for task in tasks}
-        adaptive = AdaptiveReduce(
+        levels = AdaptiveReduce(
             budget=budget,
             max_levels=self.max_reduce_levels or _DEFAULT_MAX_REDUCE_LEVELS,
             counter=TokenCounter(self.token_estimator),
             reduce_task=factories.reduce,
         )
-        return tasks, lambda planner: MapReduceExecutor(
-            nodes, strategy, workflow_label=ADAPTIVE, adaptive=adaptive, planner=planner
+        return tasks, lambda planner: AdaptiveMapReduceExecutor(
+            nodes, strategy, levels=levels, planner=planner
         )
 
     def _estimated_input_tokens(self) -> int:
@@ -329,8 +345,6 @@ class _StaticTree:
     ) -> _StaticTree:
         """BEHAVIOUR 16.3: a map per item; while a level has more than `chunk_size` tasks,
         a reduce per consecutive chunk of them; then the final reduce."""
-        from agentensemble.workflows._map_reduce import FINAL_REDUCE, MAP, REDUCE, Node
-
         current = factories.map_all(items)
         nodes: dict[Task[Any], Node] = {}
         _add_new(nodes, current, Node(MAP, 0), "map_task")
@@ -367,8 +381,11 @@ class _Factories(Generic[T]):
         self._reduce_agent_first = reduce_first
 
     def map_all(self, items: Sequence[T]) -> list[Task[Any]]:
-        """A map task per item, in item order."""
-        return [self.map(item) for item in items]
+        """A map task per item, in item order (each a new task)."""
+        tasks = [self.map(item) for item in items]
+        if len(set(tasks)) < len(tasks):
+            _add_new({}, tasks, Node(MAP, 0), "map_task")  # raises, naming the task
+        return tasks
 
     def map(self, item: T) -> Task[Any]:
         """The map task of `item`."""

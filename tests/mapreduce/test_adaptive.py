@@ -15,6 +15,7 @@ from agentensemble import (
     HandlerContext,
     ParallelErrorStrategy,
     ParallelExecutionError,
+    PromptTemplateError,
     Task,
     TaskExecutionError,
     Usage,
@@ -76,8 +77,9 @@ def test_outputs_over_the_budget_are_packed_into_reduce_levels() -> None:
     assert recorder.reduced[-1] == ["short"] * 4
     nodes = nodes_of(output.trace)
     assert nodes["Map 0"] == ("map", 0)
-    assert nodes["Reduce 1"] == ("reduce", 1)
-    assert nodes["Reduce 5"] == ("final-reduce", 2)
+    assert "Reduce 1" not in nodes  # made before the map level, to check the factory
+    assert nodes["Reduce 2"] == ("reduce", 1)
+    assert nodes["Reduce 6"] == ("final-reduce", 2)
 
 
 def test_bins_are_packed_first_fit_decreasing() -> None:
@@ -90,21 +92,41 @@ def test_bins_are_packed_first_fit_decreasing() -> None:
         token_estimator=lambda text: int(text[1:]) if text.startswith("t") else None,
     )
     ensemble.run()
-    assert sorted(recorder.reduced[:2]) == [["t50", "t30"], ["t60", "t40"]]
+    # the bins [60, 40] and [50, 30], each read in item order
+    assert sorted(recorder.reduced[:2]) == [["t30", "t50"], ["t60", "t40"]]
+
+
+def shrink_by_ten_tokens(inputs: list[str]) -> str:
+    return "".join(inputs)[40:]
 
 
 def test_max_reduce_levels_forces_the_final_reduce(caplog: pytest.LogCaptureFixture) -> None:
-    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text="".join)
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text=shrink_by_ten_tokens)
     ensemble = adaptive(list(range(8)), recorder, target_token_budget=250, max_reduce_levels=2)
     with caplog.at_level(logging.WARNING, logger="agentensemble.mapreduce"):
         output = ensemble.run()
     assert levels(output.trace) == [
         (0, "map", 8, 0),
-        (1, "reduce", 4, 0),
-        (2, "reduce", 4, 0),  # 200-token outputs: one per bin, nothing shrinks
+        (1, "reduce", 4, 0),  # 800 tokens in pairs: 4 outputs of 190
+        (2, "reduce", 4, 0),  # 190-token outputs: one per bin; 4 outputs of 180
         (3, "final-reduce", 1, 0),
     ]
     assert "max_reduce_levels (2) reached" in caplog.text
+
+
+def test_a_level_that_does_not_shrink_its_input_ends_the_reducing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    recorder = Recorder(map_text=lambda item: tokens(100), reduce_text="".join)
+    ensemble = adaptive(list(range(8)), recorder, target_token_budget=250)
+    with caplog.at_level(logging.WARNING, logger="agentensemble.mapreduce"):
+        output = ensemble.run()
+    assert levels(output.trace) == [
+        (0, "map", 8, 0),
+        (1, "reduce", 4, 0),
+        (2, "final-reduce", 1, 0),
+    ]
+    assert "reduce level 1 did not shrink its input (800 -> 800 tokens" in caplog.text
 
 
 def test_an_oversized_output_is_reduced_on_its_own(caplog: pytest.LogCaptureFixture) -> None:
@@ -177,11 +199,23 @@ def test_an_estimator_returning_none_falls_back_to_characters_over_four() -> Non
     assert levels(output.trace)[1] == (1, "reduce", 2, 0)  # 300 > 250
 
 
-def test_a_bad_estimate_names_the_estimator_and_the_value() -> None:
+def test_a_bad_estimate_fails_the_run_naming_the_estimator_and_keeping_the_maps() -> None:
     recorder = Recorder()
     ensemble = adaptive([1, 2], recorder, token_estimator=lambda text: -3)
-    with pytest.raises(ValidationError, match=r"token_estimator must return .* got: -3"):
+    with pytest.raises(
+        TaskExecutionError, match=r"token_estimator must return .* got: -3"
+    ) as raised:
         ensemble.run()
+    assert isinstance(raised.value.__cause__, ValidationError)
+    assert raised.value.task_description == "map-reduce level 1"
+    assert sorted(output.raw for output in raised.value.completed_outputs) == ["m1", "m2"]
+
+
+def test_an_estimate_may_be_a_fraction() -> None:
+    recorder = Recorder(map_text=lambda item: "abc", reduce_text=lambda inputs: "r")
+    ensemble = adaptive([1, 2, 3], recorder, target_token_budget=5, token_estimator=lambda t: 1.5)
+    output = ensemble.run()  # 2 tokens each: 6 > 5, so bins of two
+    assert levels(output.trace)[1] == (1, "reduce", 2, 0)
 
 
 def direct(recorder: Recorder, **settings: Any) -> MapReduceEnsemble[Any]:
@@ -298,7 +332,7 @@ def test_continue_on_error_when_every_map_fails_the_run_fails() -> None:
     with pytest.raises(ParallelExecutionError) as raised:
         ensemble.run()
     assert len(raised.value.failed_tasks) == 2
-    assert recorder.reduce_tasks_made == 0
+    assert recorder.reduced == []
 
 
 def test_fail_fast_a_failed_map_fails_the_run_before_any_reduce() -> None:
@@ -307,7 +341,8 @@ def test_fail_fast_a_failed_map_fails_the_run_before_any_reduce() -> None:
         adaptive([0, 1, 2], recorder).run()
     assert raised.value.task_description == "Map 1"
     assert {o.raw for o in raised.value.completed_outputs} == {"m0", "m2"}
-    assert recorder.reduce_tasks_made == 0
+    assert recorder.reduce_tasks_made == 1  # the check before the map level; none ran
+    assert recorder.reduced == []
 
 
 def test_all_levels_are_one_run() -> None:
@@ -340,19 +375,47 @@ def test_each_run_maps_afresh() -> None:
     assert recorder.mapped == [1, 2, 1, 2]
 
 
-def test_a_reduce_factory_error_fails_the_run_and_the_trace_keeps_the_maps() -> None:
-    exported = Exported()
+@pytest.mark.parametrize(
+    ("reduce_task", "error", "message"),
+    [
+        (lambda chunk: Task("Forgets its context"), ValidationError, "must pass its chunk"),
+        (lambda chunk: Task("No model", context=chunk), ValidationError, "has no LLM available"),
+        (
+            lambda chunk: Task("For {whom}", context=chunk, handler=broken),
+            PromptTemplateError,
+            "whom",
+        ),
+    ],
+)
+def test_a_broken_reduce_factory_fails_before_any_map_runs(
+    reduce_task: Any, error: type[Exception], message: str
+) -> None:
+    model = FunctionModel(lambda messages, tools: "mapped")
     ensemble = MapReduceEnsemble(
         items=[1, 2],
-        map_task=Recorder().map_task,
-        reduce_task=lambda chunk: Task("Forgets its context"),
+        map_task=lambda item: Task(f"Map {item}", llm=model),
+        reduce_task=reduce_task,
         target_token_budget=100,
+    )
+    with pytest.raises(error, match=message):
+        ensemble.run()
+    assert model.requests == []
+
+
+def test_a_level_that_fails_to_plan_keeps_the_failures_before_it_in_the_trace() -> None:
+    exported = Exported()
+    ensemble = adaptive(
+        [1, 2, 3],
+        Recorder(failing=[2]),
+        token_estimator=lambda text: 1 / 0,
+        parallel_error_strategy=CONTINUE,
         trace_exporter=exported,
     )
-    with pytest.raises(ValidationError, match="reduce_task must pass its chunk as the task's"):
+    with pytest.raises(TaskExecutionError, match="division by zero"):
         ensemble.run()
     [trace] = exported.traces
-    assert sorted(task.final_output for task in trace.task_traces) == ["m1", "m2"]
+    assert sorted(task.final_output for task in trace.task_traces) == ["m1", "m3"]
+    assert {error.task_description for error in trace.errors} == {"map-reduce level 1", "Map 2"}
 
 
 async def test_a_cancelled_run_keeps_the_levels_that_completed() -> None:
@@ -401,13 +464,13 @@ def test_a_reduce_task_returned_twice_is_refused() -> None:
 
     def reduce_task(chunk: list[Task[Any]]) -> Task[Any]:
         if not cached:
-            cached.append(Task("Reduce everything", context=maps))
+            cached.append(Task("Reduce everything", context=maps, handler=broken))
         return cached[0]
 
     ensemble = MapReduceEnsemble(
         items=[1, 2, 3, 4], map_task=map_task, reduce_task=reduce_task, target_token_budget=250
     )
-    with pytest.raises(ValidationError, match="Task 'Reduce everything' is already in the run"):
+    with pytest.raises(TaskExecutionError, match="Task 'Reduce everything' is already in the run"):
         ensemble.run()
 
 
@@ -442,3 +505,18 @@ def test_tasks_of_later_levels_resolve_the_run_inputs() -> None:
     )
     assert ensemble.run(inputs={"audience": "the board"}).raw == "Combine for the board"
     assert ensemble.run().raw == "Combine for everyone"
+
+
+def test_the_trace_lists_agents_added_with_later_levels_beside_a_delegation_team() -> None:
+    model = FunctionModel(lambda messages, tools: "done")
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        map_agent=lambda item: Agent(f"Mapper {item}", "map", llm=model, allow_delegation=True),
+        map_task=lambda item, agent: Task(f"Map {item}", agent=agent),
+        reduce_agent=lambda: Agent("Reducer", "reduce", llm=model),
+        reduce_task=lambda agent, chunk: Task("Reduce", agent=agent, context=chunk),
+        target_token_budget=100,
+    )
+    output = ensemble.run()
+    assert output.trace is not None
+    assert [agent.role for agent in output.trace.agents][-1] == "Reducer"

@@ -225,3 +225,20 @@ def test_a_valid_configuration_calls_no_model() -> None:
     ensemble = MapReduceEnsemble.of(model, [1, 2, 3], "Map", "Reduce", chunk_size=2)
     assert len(ensemble.to_ensemble().tasks) == 6
     assert model.requests == []
+
+
+def test_the_parallel_error_strategy_is_checked_when_the_object_is_made() -> None:
+    with pytest.raises(ValidationError, match=r"parallel_error_strategy must be a Parallel.* None"):
+        build(parallel_error_strategy=None)
+
+
+def test_an_adaptive_map_factory_returning_the_same_task_twice_is_refused() -> None:
+    shared = Task("Shared", handler=lambda context: "x")
+    ensemble = build(map_task=lambda item: shared, target_token_budget=100)
+    with pytest.raises(ValidationError, match="map_task must return a new Task each call"):
+        ensemble.run()
+
+
+def test_of_wants_text_descriptions() -> None:
+    with pytest.raises(ValidationError, match="map_description must be a string, got: 3"):
+        MapReduceEnsemble.of(ScriptedModel(["x"]), [1], 3, "Reduce")  # type: ignore[arg-type]

@@ -27,8 +27,9 @@ from agentensemble.observability._trace import (
     LlmInteraction,
 )
 from agentensemble.outputs import TaskOutput
+from agentensemble.task import Task
 
-__all__ = ["RunRecord", "build_trace", "errors_of", "export_trace"]
+__all__ = ["RunRecord", "build_trace", "errors_of", "export_trace", "task_errors"]
 
 logger = get_logger("agentensemble.traces")
 
@@ -98,18 +99,23 @@ def _role_of(error: BaseException) -> str:
     return ""
 
 
+def task_errors(failures: Mapping[Task[Any], BaseException]) -> tuple[ErrorTrace, ...]:
+    """Trace records of failed tasks."""
+    return tuple(
+        ErrorTrace(
+            task_description=task.description,
+            agent_role=_role_of(cause),
+            error_type=type(cause).__name__,
+            message=describe_error(cause),
+        )
+        for task, cause in failures.items()
+    )
+
+
 def errors_of(error: BaseException) -> tuple[ErrorTrace, ...]:
     """Trace records for a run failure: one per failed task where known."""
     if isinstance(error, ParallelExecutionError):
-        return tuple(
-            ErrorTrace(
-                task_description=task.description,
-                agent_role=_role_of(cause),
-                error_type=type(cause).__name__,
-                message=describe_error(cause),
-            )
-            for task, cause in error.failed_tasks.items()
-        )
+        return task_errors(error.failed_tasks)
     if isinstance(error, TaskExecutionError):
         cause = error.__cause__ or error
         return (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentensemble.enums import ParallelErrorStrategy, Workflow
@@ -18,9 +18,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ComposedExecutor", "Planner", "WorkflowExecutor", "executor_for"]
 
-Planner = Callable[[Sequence["Task[Any]"]], Awaitable[tuple["PlannedTask", ...]]]
-"""Plans tasks added to a run while it runs: checked, templates resolved, agents given."""
-
 
 class WorkflowExecutor(Protocol):
     """Runs planned tasks within one run.
@@ -35,6 +32,19 @@ class WorkflowExecutor(Protocol):
         self, plan: Sequence[PlannedTask], run: RunContext
     ) -> tuple[TaskOutput[Any], ...]:
         """Run `plan`; return its outputs in completion order."""
+        ...
+
+
+class Planner(Protocol):
+    """Plans tasks added to a run while it runs (checked as the run's own tasks are,
+    templates resolved with the run's inputs, agents given)."""
+
+    async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
+        """Check and plan `tasks`; they become part of the run."""
+        ...
+
+    async def check(self, tasks: Sequence[Task[Any]]) -> None:
+        """Check `tasks` as `__call__` would, without planning them."""
         ...
 
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
-from agentensemble.errors import ParallelExecutionError
-from agentensemble.execution._run_trace import errors_of
+from agentensemble.errors import ParallelExecutionError, TaskExecutionError
+from agentensemble.execution._run_trace import task_errors
 from agentensemble.observability._trace import ExecutionTrace, MapReduceLevelSummary, TaskTrace
-from agentensemble.workflows._parallel import DagRun
+from agentensemble.workflows._parallel import DagRun, DrainedHook
 from agentensemble.workflows._token_budget import TokenCounter, pack_first_fit_decreasing
 
 if TYPE_CHECKING:
-    from agentensemble.execution._context import RunContext
+    from agentensemble.execution._context import RunContext, RunOutputs
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.outputs import TaskOutput
     from agentensemble.task import Task
@@ -42,6 +42,7 @@ __all__ = [
     "MAP",
     "REDUCE",
     "STATIC",
+    "AdaptiveMapReduceExecutor",
     "AdaptiveReduce",
     "MapReduceExecutor",
     "Node",
@@ -80,7 +81,8 @@ class AdaptiveReduce:
 
 
 class MapReduceExecutor:
-    """Runs one map-reduce run; made afresh for each run."""
+    """Runs a tree planned up front (static mode, or the direct task); made afresh for each
+    run. Under CONTINUE_ON_ERROR a task runs on the inputs that completed."""
 
     def __init__(
         self,
@@ -88,38 +90,29 @@ class MapReduceExecutor:
         strategy: ParallelErrorStrategy,
         *,
         workflow_label: str = STATIC,
-        adaptive: AdaptiveReduce | None = None,
-        planner: Planner | None = None,
     ) -> None:
-        if (adaptive is None) != (planner is None):
-            raise ValueError("adaptive reduce levels need a planner, and a planner needs them")
         self.workflow_label = workflow_label
-        """``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE`` (a direct task's run too)."""
+        """``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``."""
         self._nodes = dict(nodes)
         self._strategy = strategy
-        self._adaptive = adaptive
-        self._planner = planner
         self._levels: dict[int, list[PlannedTask]] = defaultdict(list)
         self._by_index: dict[int, Node] = {}
         self._final = next(
             (task for task, node in nodes.items() if node.node_type in (FINAL_REDUCE, DIRECT)),
             None,
         )
-        self._tolerated: ParallelExecutionError | None = None
-        self._run: RunContext | None = None
+        self._survived: Mapping[Task[Any], BaseException] = {}
+        """Failures the run went on without (CONTINUE_ON_ERROR), for the trace."""
+        self._outputs: RunOutputs | None = None
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
     ) -> tuple[TaskOutput[Any], ...]:
         """Run the tree; return every output in completion order."""
-        self._run = run
+        self._outputs = run.outputs
+        await self._before(plan)
         self._place(plan)
-        dag = DagRun(
-            run,
-            self._strategy,
-            on_drained=self._next_level if self._adaptive is not None else None,
-            partial_inputs=True,
-        )
+        dag = DagRun(run, self._strategy, on_drained=self._drained_hook(), partial_inputs=True)
         try:
             return await dag.execute(plan)
         except ParallelExecutionError as error:
@@ -130,8 +123,14 @@ class MapReduceExecutor:
                 run.run_id,
                 len(error.failed_tasks),
             )
-            self._tolerated = error
+            self._survived = error.failed_tasks
             return tuple(dag.outputs)
+
+    async def _before(self, plan: Sequence[PlannedTask]) -> None:
+        """Checks before any task runs (none for a tree planned up front)."""
+
+    def _drained_hook(self) -> DrainedHook | None:
+        return None
 
     def _place(self, planned: Sequence[PlannedTask]) -> None:
         for task in planned:
@@ -139,22 +138,108 @@ class MapReduceExecutor:
             self._levels[node.level].append(task)
             self._by_index[task.index] = node
 
+    def finish_trace(self, trace: ExecutionTrace) -> ExecutionTrace:
+        """The trace with each task's node type and level, the per-level summaries and the
+        failures the run went on without."""
+        task_traces = tuple(self._annotated(task_trace) for task_trace in trace.task_traces)
+        return dataclasses.replace(
+            trace,
+            task_traces=task_traces,
+            map_reduce_levels=self._summaries(task_traces),
+            errors=(*trace.errors, *task_errors(self._survived)),
+        )
+
+    def _annotated(self, task_trace: TaskTrace) -> TaskTrace:
+        node = self._by_index.get(task_trace.task_index)
+        if node is None:
+            return task_trace
+        return dataclasses.replace(
+            task_trace, node_type=node.node_type, map_reduce_level=node.level
+        )
+
+    def _summaries(self, task_traces: Sequence[TaskTrace]) -> tuple[MapReduceLevelSummary, ...]:
+        by_level: dict[int, list[TaskTrace]] = defaultdict(list)
+        for task_trace in task_traces:
+            if task_trace.map_reduce_level is not None:
+                by_level[task_trace.map_reduce_level].append(task_trace)
+        outputs = self._outputs
+        summaries = []
+        for level in sorted(self._levels):
+            planned = self._levels[level]
+            done = by_level[level]
+            completed = sum(
+                1 for task in planned if outputs is not None and outputs.get(task.source)
+            )
+            duration = (
+                max(item.completed_at for item in done) - min(item.started_at for item in done)
+                if done
+                else timedelta(0)
+            )
+            summaries.append(
+                MapReduceLevelSummary(
+                    level=level,
+                    node_type=self._by_index[planned[0].index].node_type,
+                    task_count=len(planned),
+                    failed_count=len(planned) - completed,
+                    duration=duration,
+                )
+            )
+        return tuple(summaries)
+
+
+class AdaptiveMapReduceExecutor(MapReduceExecutor):
+    """Runs the map tasks, then plans each reduce level from the outputs of the level that
+    settled, in the same running graph, until one final reduce reads them all."""
+
+    def __init__(
+        self,
+        nodes: Mapping[Task[Any], Node],
+        strategy: ParallelErrorStrategy,
+        *,
+        levels: AdaptiveReduce,
+        planner: Planner,
+    ) -> None:
+        super().__init__(nodes, strategy, workflow_label=ADAPTIVE)
+        self._adaptive = levels
+        self._planner = planner
+        self._last_total: int | None = None
+        """The token total of the level before the last (to notice a level that did not
+        shrink its input)."""
+
+    async def _before(self, plan: Sequence[PlannedTask]) -> None:
+        """Make and check a reduce over every map task, and throw it away: a broken reduce
+        factory (a task without its chunk as context, without a model, with an unknown
+        template variable) fails the run before any model call, not after the map level."""
+        probe = self._adaptive.reduce_task([planned.source for planned in plan])
+        await self._planner.check([probe])
+
+    def _drained_hook(self) -> DrainedHook | None:
+        return self._next_level
+
     async def _next_level(self, dag: DagRun) -> Sequence[PlannedTask]:
-        """The next level of an adaptive run, from the outputs of the one that settled."""
-        if self._adaptive is None or self._planner is None or self._run is None:
-            return ()
+        """The next level, from the outputs of the level that settled. An error while
+        making it fails the run as that level's failure, carrying every completed output."""
         if self._final is not None and self._final in dag.members:
             return ()  # the final reduce has run
         level = max(self._levels)
         survivors = self._survivors(level, dag.run)
         if not survivors:
-            return ()  # every task failed: the graph raises their failures
-        tasks, node_type = self._reduce_tasks(survivors, level + 1)
+            return ()  # every task of the level failed: the graph raises their failures
+        try:
+            tasks, node_type = self._reduce_tasks(survivors, level + 1)
+            planned = await self._planner(tasks)
+        except Exception as error:
+            self._survived = {task.source: failure for task, failure in dag.failures}
+            raise TaskExecutionError.of(
+                error,
+                task_description=f"map-reduce level {level + 1}",
+                agent_role="",
+                completed_outputs=dag.run.outputs.completed(),
+            ) from error
         for task in tasks:
             self._nodes[task] = Node(node_type, level + 1)
         if node_type == FINAL_REDUCE:
             self._final = tasks[0]
-        planned = await self._planner(tasks)
         self._place(planned)
         return planned
 
@@ -181,14 +266,13 @@ class MapReduceExecutor:
         self, survivors: list[tuple[Task[Any], TaskOutput[Any]]], level: int
     ) -> tuple[list[Task[Any]], str]:
         """The reduce tasks of `level` over the survivors of the level before, and their
-        node type."""
+        node type: one final reduce when they fit the budget (or reducing has stopped
+        helping), else one reduce per first-fit-decreasing bin."""
         adaptive = self._adaptive
-        if adaptive is None:
-            raise AssertionError("only an adaptive run plans levels")
         sources = [task for task, _ in survivors]
-        outputs = [output for _, output in survivors]
-        tokens = [adaptive.counter.count(output) for output in outputs]
-        total = sum(tokens)
+        tokens = [adaptive.counter.count(output) for _, output in survivors]
+        total, previous = sum(tokens), self._last_total
+        self._last_total = total
         if total <= adaptive.budget:
             return [adaptive.reduce_task(sources)], FINAL_REDUCE
         if level > adaptive.max_levels:
@@ -201,67 +285,27 @@ class MapReduceExecutor:
                 adaptive.budget,
             )
             return [adaptive.reduce_task(sources)], FINAL_REDUCE
+        if previous is not None and level > 1 and total >= previous:
+            logger.warning(
+                "MapReduce: reduce level %d did not shrink its input (%d -> %d tokens, budget "
+                "%d); running the final reduce instead of more levels",
+                level - 1,
+                previous,
+                total,
+                adaptive.budget,
+            )
+            return [adaptive.reduce_task(sources)], FINAL_REDUCE
         bins = pack_first_fit_decreasing(tokens, adaptive.budget)
         for chunk in bins:
             if tokens[chunk[0]] > adaptive.budget:
                 logger.warning(
                     "MapReduce: single output from agent [%s] exceeds target_token_budget "
                     "(%d > %d); it is reduced on its own",
-                    outputs[chunk[0]].agent_role,
+                    survivors[chunk[0]][1].agent_role,
                     tokens[chunk[0]],
                     adaptive.budget,
                 )
-        return [adaptive.reduce_task([sources[index] for index in chunk]) for chunk in bins], (
+        in_item_order = sorted(sorted(chunk) for chunk in bins)  # the same bins, read in order
+        return [adaptive.reduce_task([sources[i] for i in chunk]) for chunk in in_item_order], (
             REDUCE
         )
-
-    def finish_trace(self, trace: ExecutionTrace) -> ExecutionTrace:
-        """The trace with each task's node type and level, the per-level summaries and the
-        failures the run survived."""
-        task_traces = tuple(self._annotated(task_trace) for task_trace in trace.task_traces)
-        errors = trace.errors
-        if self._tolerated is not None:
-            errors = (*errors, *errors_of(self._tolerated))
-        return dataclasses.replace(
-            trace,
-            task_traces=task_traces,
-            map_reduce_levels=self._summaries(task_traces),
-            errors=errors,
-        )
-
-    def _annotated(self, task_trace: TaskTrace) -> TaskTrace:
-        node = self._by_index.get(task_trace.task_index)
-        if node is None:
-            return task_trace
-        return dataclasses.replace(
-            task_trace, node_type=node.node_type, map_reduce_level=node.level
-        )
-
-    def _summaries(self, task_traces: Sequence[TaskTrace]) -> tuple[MapReduceLevelSummary, ...]:
-        by_level: dict[int, list[TaskTrace]] = defaultdict(list)
-        for task_trace in task_traces:
-            if task_trace.map_reduce_level is not None:
-                by_level[task_trace.map_reduce_level].append(task_trace)
-        completed = self._run.outputs if self._run is not None else None
-        summaries = []
-        for level in sorted(self._levels):
-            planned = self._levels[level]
-            done = by_level[level]
-            succeeded = sum(
-                1 for task in planned if completed and completed.get(task.source) is not None
-            )
-            duration = (
-                max(item.completed_at for item in done) - min(item.started_at for item in done)
-                if done
-                else timedelta(0)
-            )
-            summaries.append(
-                MapReduceLevelSummary(
-                    level=level,
-                    node_type=self._by_index[planned[0].index].node_type,
-                    task_count=len(planned),
-                    failed_count=len(planned) - succeeded,
-                    duration=duration,
-                )
-            )
-        return tuple(summaries)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,8 +15,8 @@ __all__ = ["TokenCounter", "pack_first_fit_decreasing"]
 
 logger = get_logger("agentensemble.mapreduce")
 
-TokenEstimator = Callable[[str], "int | None"]
-"""Counts the tokens of a text; None defers to the built-in heuristic."""
+TokenEstimator = Callable[[str], "float | None"]
+"""Counts the tokens of a text (rounded up); None defers to the built-in heuristic."""
 
 
 class TokenCounter:
@@ -49,12 +50,17 @@ class TokenCounter:
 
 
 def _checked(estimate: object) -> int:
-    if isinstance(estimate, bool) or not isinstance(estimate, int) or estimate < 0:
+    """A token count: a number >= 0, rounded up (``len(text) / 4`` is fine)."""
+    if (
+        isinstance(estimate, bool)
+        or not isinstance(estimate, (int, float))
+        or not 0 <= estimate < math.inf
+    ):
         raise ValidationError(
             "MapReduceEnsemble token_estimator must return a token count >= 0 (or None), "
             f"got: {estimate!r}"
         )
-    return estimate
+    return math.ceil(estimate)
 
 
 def pack_first_fit_decreasing(sizes: Sequence[int], budget: int) -> list[list[int]]:
