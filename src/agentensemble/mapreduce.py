@@ -282,13 +282,12 @@ class MapReduceEnsemble(Generic[T]):
         """
         strategy = self.parallel_error_strategy
         if self._tree is not None:
-            tree = self._tree
-            inner = dataclasses.replace(self._template, tasks=tree.tasks)
+            nodes = self._tree.nodes
 
             def static(_: Planner) -> MapReduceExecutor:
-                return MapReduceExecutor(tree.nodes, strategy)
+                return MapReduceExecutor(nodes, strategy)
 
-            return await run_ensemble(inner, inputs, options, compose=static)
+            return await run_ensemble(self.to_ensemble(), inputs, options, compose=static)
         tasks, compose = self._adaptive_start()
         inner = dataclasses.replace(self._template, tasks=tasks)
         return await run_ensemble(inner, inputs, options, compose=compose)
