@@ -79,7 +79,7 @@ def test_a_chosen_run_id_is_on_every_event_and_in_the_trace() -> None:
     )
     output = ensemble.run(options=RunOptions(run_id="queue-message-7"))
     kinds = {event.type for event in recorder.all}
-    assert {"ensemble_started", "task_start", "tool_call", "ensemble_completed"} <= kinds
+    assert {"ensemble_started", "task_started", "tool_called", "ensemble_completed"} <= kinds
     assert {event.ensemble_id for event in recorder.all} == {"queue-message-7"}
     assert output.trace is not None
     assert output.trace.ensemble_id == "queue-message-7"
@@ -101,18 +101,18 @@ def test_on_event_sees_every_event_after_its_own_method() -> None:
     Ensemble(tasks=[Task("Find", agent=agent)], listeners=[recorder]).run()
     assert [event.type for event in recorder.all] == [
         "ensemble_started",
-        "task_start",
+        "task_started",
         "task_input",
         "llm_iteration_started",
         "llm_iteration_completed",
-        "tool_call",
+        "tool_called",
         "llm_iteration_started",
         "llm_iteration_completed",
-        "task_complete",
+        "task_completed",
         "ensemble_completed",
     ]
-    specific = [event for event in recorder.all if event.type in {"task_start", "task_complete"}]
-    assert [e for e in recorder.specific if e.type != "tool_call"] == specific
+    specific = [event for event in recorder.all if event.type in {"task_started", "task_completed"}]
+    assert [e for e in recorder.specific if e.type != "tool_called"] == specific
 
 
 def test_task_events_carry_one_task_id_per_execution() -> None:

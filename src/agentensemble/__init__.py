@@ -3,6 +3,7 @@
 import typing as _typing
 
 from agentensemble._quick import arun, run
+from agentensemble._stream import EventStream
 from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
 from agentensemble.delegation import (
@@ -31,6 +32,7 @@ from agentensemble.errors import (
     AgentExecutionError,
     ConstraintViolationError,
     GuardrailViolationError,
+    HookVetoError,
     MaxIterationsExceededError,
     OutputParsingError,
     ParallelExecutionError,
@@ -57,6 +59,7 @@ from agentensemble.guardrails import (
     InputGuardrail,
     OutputGuardrail,
 )
+from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
 from agentensemble.models import (
     AssistantMessage,
     ChatModel,
@@ -87,6 +90,7 @@ from agentensemble.observability import (
     EnsembleListener,
     EnsembleStartedEvent,
     ExecutionMetrics,
+    GuardrailCheckedEvent,
     JsonTraceExporter,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
@@ -168,10 +172,12 @@ __all__ = [
     "EnsembleListener",
     "EnsembleOutput",
     "EnsembleStartedEvent",
+    "EventStream",
     "ExecutionMetrics",
     "ExitEarlyRequested",
     "ExitReason",
     "FunctionModel",
+    "GuardrailCheckedEvent",
     "GuardrailInput",
     "GuardrailOutput",
     "GuardrailResult",
@@ -179,6 +185,8 @@ __all__ = [
     "GuardrailViolationError",
     "HandlerContext",
     "HierarchicalConstraints",
+    "HookDecision",
+    "HookVetoError",
     "HumanInputTool",
     "InputGuardrail",
     "JsonTraceExporter",
@@ -198,6 +206,8 @@ __all__ = [
     "OutputParsingError",
     "ParallelErrorStrategy",
     "ParallelExecutionError",
+    "PendingModelCall",
+    "PendingToolCall",
     "Persona",
     "Phase",
     "PromptTemplateError",
@@ -240,6 +250,7 @@ __all__ = [
     "ToolSpec",
     "TraceExporter",
     "Usage",
+    "UsageSoFar",
     "UserMessage",
     "ValidationError",
     "Workflow",

@@ -16,27 +16,27 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
 from agentensemble._inputs import check_inputs
 from agentensemble._logging import get_logger
+from agentensemble._unset import is_given, resolved
 from agentensemble._validation import (
     EnsembleShape,
-    PhaseShape,
     check_worker_roles,
     validate_added,
     validate_flat,
     validate_phases,
 )
 from agentensemble.agent import Agent
-from agentensemble.delegation import DefaultManagerPromptStrategy
-from agentensemble.enums import ExitReason, ParallelErrorStrategy, Workflow
+from agentensemble.enums import ExitReason, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters
 from agentensemble.execution._delegation import Team
+from agentensemble.execution._hooks import RunHooks
 from agentensemble.execution._memory import RunMemory
 from agentensemble.execution._planning import (
     PlannedTask,
@@ -45,32 +45,37 @@ from agentensemble.execution._planning import (
     plan_tasks,
     resolve_texts,
 )
+from agentensemble.execution._recorder import failure_reason
 from agentensemble.execution._review import RunReview
-from agentensemble.execution._run_trace import RunRecord, build_trace, errors_of, export_trace
+from agentensemble.execution._run_trace import agent_summary, errors_of, export_trace
 from agentensemble.execution._synthesis import TemplateAgentSynthesizer
 from agentensemble.observability._capture import CaptureMode, resolve_capture_mode
-from agentensemble.observability._events import EnsembleCompletedEvent, EnsembleStartedEvent
+from agentensemble.observability._events import (
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    NodeLabel,
+)
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EventDispatcher
-from agentensemble.observability._trace import ExecutionTrace
+from agentensemble.observability._log_fold import LogFold
+from agentensemble.observability._trace_fold import TraceFold
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.review import ReviewPolicy
 from agentensemble.workflows._executor import (
     ComposedExecutor,
+    ExecutorRequest,
+    PlannedGroup,
     Planner,
     WorkflowExecutor,
-    executor_for,
+    WorkflowSettings,
+    WorkflowSpec,
 )
-from agentensemble.workflows._hierarchical import (
-    HierarchicalExecutor,
-    ManagerSettings,
-    plan_manager,
-)
-from agentensemble.workflows._phases import PhaseExecutor, PlannedPhase
+from agentensemble.workflows._registry import PHASES, WORKFLOWS, workflow_spec
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
+    from agentensemble.phase import Phase
     from agentensemble.task import Task
 
 __all__ = ["Compose", "RunPlan", "execute_run", "run_ensemble"]
@@ -78,8 +83,8 @@ __all__ = ["Compose", "RunPlan", "execute_run", "run_ensemble"]
 logger = get_logger("agentensemble.ensemble")
 
 _AUTO_EXPORT_DIRECTORY = "traces"
-_DEFAULT_MANAGER_ITERATIONS = 20
-_DEFAULT_DELEGATION_DEPTH = 3
+_ADDED_TASKS_WORKFLOW = Workflow.PARALLEL
+"""Tasks added while a run runs join its running graph: checked and gated as PARALLEL."""
 
 Compose = Callable[[Planner], ComposedExecutor]
 """Makes the executor of a composed run (`MapReduceEnsemble`) from the run's planner."""
@@ -89,9 +94,18 @@ def _delegation_settings(ensemble: Ensemble) -> tuple[str, ...]:
     """The delegation settings the ensemble changes (they need an agent that delegates)."""
     values = {
         "delegation_policies": bool(ensemble.delegation_policies),
-        "max_delegation_depth": ensemble.max_delegation_depth != _DEFAULT_DELEGATION_DEPTH,
+        "max_delegation_depth": is_given(ensemble.max_delegation_depth),
     }
     return tuple(name for name, is_set in values.items() if is_set)
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """Tasks planned together, and the registered workflow that runs them."""
+
+    tasks: tuple[Task[Any], ...]
+    workflow: str
+    phase: Phase | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +113,10 @@ class _Shape:
     """A validated ensemble: every task in plan order, and how to run them."""
 
     tasks: tuple[Task[Any], ...]
-    workflow: Workflow | None
-    """The workflow of a flat run; None for a run with phases."""
-    phases: tuple[PhaseShape, ...] = ()
+    workflow: str
+    """The registered workflow of the run."""
+    groups: tuple[_Group, ...]
+    """The task groups in plan order: one per phase, or the whole task list."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,12 +206,13 @@ def _validate(ensemble: Ensemble) -> _Shape:
     settings = _settings(ensemble)
     if ensemble.phases:
         phases = validate_phases(ensemble.phases, ensemble.workflow, settings)
-        tasks = tuple(task for item in phases for task in item.phase.tasks)
-        return _Shape(tasks, None, phases)
+        groups = tuple(_Group(item.phase.tasks, item.workflow.value, item.phase) for item in phases)
+        tasks = tuple(task for group in groups for task in group.tasks)
+        return _Shape(tasks, PHASES.name, groups)
     tasks, workflow = validate_flat(ensemble.tasks, ensemble.workflow, settings)
     if ensemble.workflow is None:
         logger.info("Workflow inferred: %s", workflow.value)
-    return _Shape(tasks, workflow)
+    return _Shape(tasks, workflow.value, (_Group(tasks, workflow.value),))
 
 
 def _settings(ensemble: Ensemble) -> EnsembleShape:
@@ -205,8 +221,8 @@ def _settings(ensemble: Ensemble) -> EnsembleShape:
         llm=ensemble.model,
         rate_limit=ensemble.rate_limit,
         parallel_error_strategy=ensemble.parallel_error_strategy,
-        manager_max_iterations=ensemble.manager_max_iterations,
-        hierarchical_settings=_hierarchical_settings(ensemble),
+        manager_max_iterations=resolved(ensemble.manager_max_iterations),
+        workflow_settings=_own_settings_given(ensemble),
         delegation_settings=_delegation_settings(ensemble),
         constraints=ensemble.hierarchical_constraints,
         agents=tuple(ensemble.agents),
@@ -225,16 +241,18 @@ def _memory_settings(ensemble: Ensemble) -> tuple[str, ...]:
     return tuple(name for name, value in values.items() if value)
 
 
-def _hierarchical_settings(ensemble: Ensemble) -> tuple[str, ...]:
-    values = {
-        "manager_max_iterations": ensemble.manager_max_iterations
-        if ensemble.manager_max_iterations != _DEFAULT_MANAGER_ITERATIONS
-        else None,
-        "manager_llm": ensemble.manager_llm,
-        "manager_prompt_strategy": ensemble.manager_prompt_strategy,
-        "hierarchical_constraints": ensemble.hierarchical_constraints,
+def _own_settings_given(ensemble: Ensemble) -> dict[str, tuple[str, ...]]:
+    """For each registered workflow with settings of its own, those the ensemble sets."""
+    given = {
+        spec.name: tuple(name for name in spec.own_settings if _is_set(getattr(ensemble, name)))
+        for spec in WORKFLOWS.values()
     }
-    return tuple(name for name, value in values.items() if value is not None)
+    return {name: settings for name, settings in given.items() if settings}
+
+
+def _is_set(value: object) -> bool:
+    """Whether a setting was given (None and `UNSET` both mean it was not)."""
+    return value is not None and is_given(value)
 
 
 def _run_context(
@@ -243,16 +261,20 @@ def _run_context(
     def pick(override: int | None, default: int) -> int:
         return default if override is None else override
 
+    truncate = pick(options.tool_log_truncate_length, ensemble.tool_log_truncate_length)
+    logs = LogFold(
+        verbose=ensemble.verbose,
+        verbose_roles=_verbose_roles(ensemble, tasks),
+        tool_log_truncate_length=truncate,
+    )
     return RunContext(
         run_id=options.run_id or str(uuid.uuid4()),
-        events=EventDispatcher(_listeners(ensemble, options)),
+        events=EventDispatcher(_listeners(ensemble, options), folds=(logs,)),
         verbose=ensemble.verbose,
         max_tool_output_length=pick(
             options.max_tool_output_length, ensemble.max_tool_output_length
         ),
-        tool_log_truncate_length=pick(
-            options.tool_log_truncate_length, ensemble.tool_log_truncate_length
-        ),
+        tool_log_truncate_length=truncate,
         capture_mode=resolve_capture_mode(ensemble.capture_mode),
         context_format=ensemble.context_format,
         cost_configuration=ensemble.cost_configuration,
@@ -263,7 +285,14 @@ def _run_context(
         if ensemble.review_handler is not None
         else None,
         memory=_memory(ensemble),
+        hooks=RunHooks.of((*ensemble.hooks, *options.hooks)),
     )
+
+
+def _verbose_roles(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> frozenset[str]:
+    """Roles of the agents whose prompts and answers are logged at INFO."""
+    agents = (*ensemble.agents, *(task.agent for task in tasks if task.agent is not None))
+    return frozenset(agent.role for agent in agents if agent.verbose)
 
 
 def _memory(ensemble: Ensemble) -> RunMemory | None:
@@ -304,59 +333,31 @@ async def _plan(
     inputs: Mapping[str, str],
     compose: Compose | None = None,
 ) -> RunPlan:
-    """Plan every task of every phase before any task runs."""
+    """Plan every task of every phase before any task runs; the executor comes from the
+    run's registered workflow, or from `compose` when a composite shapes the run."""
     synthesis = SynthesisLog()
-    synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
-    strategy = ensemble.parallel_error_strategy or ParallelErrorStrategy.FAIL_FAST
-    groups = [(item.phase.tasks, item.workflow) for item in shape.phases]
-    if not groups and shape.workflow is not None:
-        groups = [(shape.tasks, shape.workflow)]
-    planned_groups: list[tuple[PlannedTask, ...]] = []
-    first = 1
-    for group, workflow in groups:
-        planned_groups.append(
-            await plan_tasks(
-                group,
-                [texts[task] for task in group],
-                llm=ensemble.model,
-                synthesizer=synthesizer,
-                run=run,
-                synthesis=synthesis,
-                first_index=first,
-                total=len(shape.tasks),
-                review=_review_rules(ensemble, workflow),
-            )
-        )
-        first += len(group)
-    planned = tuple(task for group in planned_groups for task in group)
-    team = _team(ensemble, shape, planned)
-    executor: WorkflowExecutor
+    spec = workflow_spec(shape.workflow)
+    groups = await _plan_groups(ensemble, shape, texts, run, synthesis)
+    planned = tuple(task for group in groups for task in group.tasks)
+    team = _team(ensemble, spec, planned)
     added: list[PlannedTask] = []
     composed = None
+    executor: WorkflowExecutor
     if compose is not None:
         composed = executor = compose(
             _RunPlanner(ensemble, run, inputs, synthesis, planned=planned, added=added)
         )
-    elif shape.workflow is Workflow.HIERARCHICAL:
-        if team is None:  # a hierarchical run always has one
-            raise AssertionError("hierarchical run without a team")
-        executor = HierarchicalExecutor(
-            await plan_manager(planned, team, _manager_settings(ensemble, planned, run))
-        )
-    elif shape.workflow is not None:
-        executor = executor_for(shape.workflow, strategy)
     else:
-        executor = PhaseExecutor(
-            [
-                PlannedPhase(item.phase, planned, item.workflow)
-                for item, planned in zip(shape.phases, planned_groups, strict=True)
-            ],
-            strategy,
+        request = ExecutorRequest(
+            groups=groups,
+            settings=_workflow_settings(ensemble, run),
+            team=team,
+            workflows=WORKFLOWS,
         )
-    label = shape.workflow.value if shape.workflow else "PHASES"
+        executor = await spec.build(request)
     return RunPlan(
         name=ensemble.name,
-        workflow_label=composed.workflow_label if composed else label,
+        workflow_label=composed.workflow_label if composed else spec.name,
         tasks=planned,
         executor=executor,
         inputs=inputs,
@@ -364,6 +365,48 @@ async def _plan(
         team=team,
         added=added,
         composed=composed,
+    )
+
+
+async def _plan_groups(
+    ensemble: Ensemble,
+    shape: _Shape,
+    texts: Mapping[Task[Any], tuple[str, str]],
+    run: RunContext,
+    synthesis: SynthesisLog,
+) -> tuple[PlannedGroup, ...]:
+    """Each group's tasks planned (agents synthesised, gates set), numbered in plan order."""
+    synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
+    planned_groups: list[PlannedGroup] = []
+    first = 1
+    for group in shape.groups:
+        planned = await plan_tasks(
+            group.tasks,
+            [texts[task] for task in group.tasks],
+            llm=ensemble.model,
+            synthesizer=synthesizer,
+            run=run,
+            synthesis=synthesis,
+            first_index=first,
+            total=len(shape.tasks),
+            review=_review_rules(ensemble, workflow_spec(group.workflow)),
+        )
+        planned_groups.append(
+            PlannedGroup(tasks=planned, workflow=group.workflow, phase=group.phase)
+        )
+        first += len(group.tasks)
+    return tuple(planned_groups)
+
+
+def _workflow_settings(ensemble: Ensemble, run: RunContext) -> WorkflowSettings:
+    """The ensemble's settings as a workflow reads them."""
+    return WorkflowSettings(
+        parallel_error_strategy=ensemble.parallel_error_strategy,
+        llm=ensemble.model,
+        limiter=run.limiters.ensemble,
+        manager_llm=ensemble.manager_model,
+        manager_max_iterations=resolved(ensemble.manager_max_iterations),
+        manager_prompt_strategy=ensemble.manager_prompt_strategy,
     )
 
 
@@ -409,58 +452,40 @@ class _RunPlanner:
             synthesis=self._synthesis,
             first_index=first,
             total=first + len(tasks) - 1,
-            review=_review_rules(ensemble, Workflow.PARALLEL),
+            review=_review_rules(ensemble, workflow_spec(_ADDED_TASKS_WORKFLOW)),
         )
         self._known.update(tasks)
         self._added.extend(planned)
         return planned
 
 
-def _review_rules(ensemble: Ensemble, workflow: Workflow) -> ReviewRules | None:
-    """The gates of tasks run under `workflow` (None when nobody is there to review)."""
+def _review_rules(ensemble: Ensemble, spec: WorkflowSpec) -> ReviewRules | None:
+    """The gates of tasks run under `spec` (None when nobody is there to review)."""
     if ensemble.review_handler is None:
         return None
     policy = ensemble.review_policy or ReviewPolicy.NEVER
-    return ReviewRules(policy, in_order=workflow is Workflow.SEQUENTIAL)
+    return ReviewRules(policy, in_order=spec.ordered)
 
 
-def _team(ensemble: Ensemble, shape: _Shape, planned: tuple[PlannedTask, ...]) -> Team | None:
-    """The run's delegation team, checked against the hierarchical constraints; None when
-    nobody may delegate."""
-    hierarchical = shape.workflow is Workflow.HIERARCHICAL
-    if not hierarchical and not any(task.delegates for task in planned):
+def _team(ensemble: Ensemble, spec: WorkflowSpec, planned: tuple[PlannedTask, ...]) -> Team | None:
+    """The run's delegation team, checked against the hierarchical constraints when a
+    manager delegates; None when nobody may delegate."""
+    managed = spec.has_manager
+    if not managed and not any(task.delegates for task in planned):
         return None
-    constraints = ensemble.hierarchical_constraints if hierarchical else None
+    constraints = ensemble.hierarchical_constraints if managed else None
     team = Team.of(
         planned,
         ensemble.agents,
         policies=ensemble.delegation_policies,
-        max_depth=ensemble.max_delegation_depth,
+        max_depth=resolved(ensemble.max_delegation_depth),
         constraints=constraints,
     )
-    if hierarchical:
+    if managed:
         check_worker_roles([worker.agent for worker in team.workers])
     if constraints is not None:
         constraints.check_roles(team.roles)
     return team
-
-
-def _manager_settings(
-    ensemble: Ensemble, planned: tuple[PlannedTask, ...], run: RunContext
-) -> ManagerSettings:
-    """Manager model: `manager_llm`, else the ensemble's (with the run's bucket), else the
-    first worker's (BEHAVIOUR 3.5)."""
-    llm, limiter = ensemble.manager_model, None
-    if llm is None and ensemble.model is not None:
-        llm, limiter = ensemble.model, run.limiters.ensemble
-    if llm is None:
-        llm = next(task.agent.llm for task in planned if task.agent is not None)
-    return ManagerSettings(
-        llm=llm,
-        limiter=limiter,
-        max_iterations=ensemble.manager_max_iterations,
-        strategy=ensemble.manager_prompt_strategy or DefaultManagerPromptStrategy(),
-    )
 
 
 async def _timed_out_while_planning(
@@ -468,15 +493,17 @@ async def _timed_out_while_planning(
 ) -> EnsembleOutput:
     """The run's deadline expired before any task started (agent synthesis was slow)."""
     logger.warning("Run %s reached its deadline while planning; no task ran", run.run_id)
-    record = RunRecord(
+    started = EnsembleStartedEvent(
         ensemble_id=run.run_id,
         workflow="",
-        capture_mode=run.capture_mode,
-        started_at=datetime.now(UTC),
-        inputs=inputs,
-        agents=(),
+        total_tasks=0,
+        capture_mode=run.capture_mode.value,
+        inputs=dict(inputs),
     )
-    trace = build_trace(record, (), duration=timedelta(0), exit_reason=ExitReason.TIMEOUT.value)
+    ended = EnsembleCompletedEvent(
+        ensemble_id=run.run_id, duration=timedelta(0), exit_reason=ExitReason.TIMEOUT.value
+    )
+    trace = TraceFold.of((started, ended))
     await export_trace(exporter, trace)
     return EnsembleOutput(
         task_outputs=(),
@@ -490,9 +517,8 @@ async def _timed_out_while_planning(
 async def execute_run(
     plan: RunPlan, run: RunContext, exporter: TraceExporter | None
 ) -> EnsembleOutput:
-    """Execute the plan. The trace is built from the completed outputs and exported whether
-    the run completes, times out, exits early, fails or is cancelled."""
-    started_at = datetime.now(UTC)
+    """Execute the plan. The trace is folded from the run's events and exported whether the
+    run completes, times out, exits early, fails or is cancelled."""
     started = time.perf_counter()
     logger.info(
         "Ensemble run %s starting | %d tasks | %s",
@@ -508,32 +534,14 @@ async def execute_run(
             reason = await _execute(plan, run)
         except (Exception, asyncio.CancelledError) as error:  # not KeyboardInterrupt/SystemExit
             failure = error
-        duration = timedelta(seconds=time.perf_counter() - started)
-        outputs = run.outputs.completed()
-        errors = errors_of(failure) if failure is not None else ()
-        record = RunRecord(
-            ensemble_id=run.run_id,
-            workflow=plan.workflow_label,
-            capture_mode=run.capture_mode,
-            started_at=started_at,
-            inputs=plan.inputs,
-            agents=plan.agents(),
-            synthesis=tuple(plan.synthesis.interactions),
-            synthesis_metrics=plan.synthesis.metrics(),
+        ended = _ending(
+            plan, run, timedelta(seconds=time.perf_counter() - started), reason, failure
         )
-        trace = build_trace(
-            record,
-            outputs,
-            duration=duration,
-            exit_reason=reason.value,
-            errors=errors,
-            delegated=run.outputs.delegated(),
-        )
-        if plan.composed is not None:
-            trace = plan.composed.finish_trace(trace)
+        run.events.record(ended)
         interrupted = None
-        if run.events.wants("on_ensemble_completed"):
-            interrupted = await _even_if_cancelled(_finish(run, trace, reason, failure))
+        if run.events.wants(EnsembleCompletedEvent):
+            interrupted = await _even_if_cancelled(run.events.deliver(ended))
+    trace = run.trace.result()
     if exporter is not None:
         interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
     if failure is not None:
@@ -541,8 +549,8 @@ async def execute_run(
     if interrupted is not None:
         raise interrupted
     return EnsembleOutput(
-        task_outputs=outputs,
-        total_duration=duration,
+        task_outputs=run.outputs.completed(),
+        total_duration=trace.total_duration,
         exit_reason=reason,
         metrics=trace.metrics,
         phase_outputs=dict(run.outputs.by_phase),
@@ -553,15 +561,63 @@ async def execute_run(
 
 
 async def _announce_start(plan: RunPlan, run: RunContext) -> None:
-    if run.events.wants("on_ensemble_started"):
-        await run.events.emit(
-            EnsembleStartedEvent(
-                ensemble_id=run.run_id,
-                workflow=plan.workflow_label,
-                total_tasks=len(plan.tasks),
-                name=plan.name,
-            )
+    await run.events.emit(
+        EnsembleStartedEvent(
+            ensemble_id=run.run_id,
+            seq=run.events.next_seq(),
+            workflow=plan.workflow_label,
+            total_tasks=len(plan.tasks),
+            name=plan.name,
+            capture_mode=run.capture_mode.value,
+            inputs=dict(plan.inputs),
+            cost_configuration=run.cost_configuration,
         )
+    )
+
+
+def _ending(
+    plan: RunPlan,
+    run: RunContext,
+    duration: timedelta,
+    reason: ExitReason,
+    failure: BaseException | None,
+) -> EnsembleCompletedEvent:
+    """The run's last event: how it ended, its outputs and failures, and (for a composed
+    run) what its executor adds to the trace."""
+    synthesis = tuple(plan.synthesis.interactions)
+    metrics = run.trace.metrics(synthesis)
+    ended = EnsembleCompletedEvent(
+        ensemble_id=run.run_id,
+        seq=run.events.next_seq(),
+        duration=duration,
+        exit_reason=reason.value,
+        error_type=None if failure is None else type(failure).__name__,
+        reason=None if failure is None else failure_reason(failure),
+        total_tokens=metrics.total_tokens,
+        total_tool_calls=metrics.total_tool_calls,
+        output_task_ids=run.outputs.task_ids(),
+        agents=tuple(agent_summary(agent) for agent in plan.agents()),
+        errors=errors_of(failure) if failure is not None else (),
+        agent_synthesis=synthesis,
+    )
+    if plan.composed is None:
+        return ended
+    finished = plan.composed.finish_trace(run.trace.trace_for(ended))
+    labels = tuple(
+        NodeLabel(
+            task_index=task.task_index,
+            node_type=task.node_type,
+            map_reduce_level=task.map_reduce_level,
+        )
+        for task in finished.task_traces
+        if task.node_type is not None and task.map_reduce_level is not None
+    )
+    return dataclasses.replace(
+        ended,
+        errors=finished.errors,
+        map_reduce_levels=finished.map_reduce_levels,
+        node_labels=labels,
+    )
 
 
 async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:
@@ -619,18 +675,3 @@ def _outcome(run: RunContext) -> ExitReason:
         raise error from None
     logger.info("Run %s ended early: %s (%s)", run.run_id, signal, signal.exit_reason.value)
     return signal.exit_reason
-
-
-async def _finish(
-    run: RunContext, trace: ExecutionTrace, reason: ExitReason, error: BaseException | None
-) -> None:
-    await run.events.emit(
-        EnsembleCompletedEvent(
-            ensemble_id=run.run_id,
-            duration=trace.total_duration,
-            exit_reason=reason.value,
-            error=error,
-            total_tokens=trace.metrics.total_tokens,
-            total_tool_calls=trace.metrics.total_tool_calls,
-        )
-    )

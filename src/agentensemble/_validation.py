@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agentensemble.agent import Agent
@@ -35,12 +35,13 @@ class EnsembleShape:
     llm: ChatModel | None
     rate_limit: RateLimit | None
     parallel_error_strategy: ParallelErrorStrategy | None
-    manager_max_iterations: int = 20
+    manager_max_iterations: int
     constraints: HierarchicalConstraints | None = None
     agents: tuple[Agent, ...] = ()
     """The ensemble's extra agents (delegation targets)."""
-    hierarchical_settings: tuple[str, ...] = ()
-    """The names of the HIERARCHICAL-only settings the ensemble sets."""
+    workflow_settings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """For each workflow with settings only it reads, the names of those the ensemble sets
+    (in the workflow's order)."""
     delegation_settings: tuple[str, ...] = ()
     """The names of the delegation settings the ensemble sets (policies, depth)."""
     has_review_handler: bool = False
@@ -125,10 +126,10 @@ def validate_phases(
     """Check phases and their tasks; return each phase with the workflow it runs with."""
     checked = _check_phase_elements(phases)
     _check_someone_delegates([task for phase in checked for task in phase.tasks], shape)
-    if shape.hierarchical_settings:
+    if shape.workflow_settings:  # a phase runs SEQUENTIAL or PARALLEL: neither has any
+        name, settings = next(iter(shape.workflow_settings.items()))
         raise ValidationError(
-            f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
-            "which phases do not use"
+            f"Ensemble {settings[0]} applies only to Workflow.{name}, which phases do not use"
         )
     _check_phase_graph(checked)
     _check_rate_limit(shape)
@@ -187,11 +188,12 @@ def _check_workflow_settings(workflow: Workflow, shape: EnsembleShape) -> None:
             "manager hands free-form subtasks to the workers. Use SEQUENTIAL or PARALLEL "
             "workflow, or give the workers a MemoryTool."
         )
-    if workflow is not Workflow.HIERARCHICAL and shape.hierarchical_settings:
-        raise ValidationError(
-            f"Ensemble {shape.hierarchical_settings[0]} applies only to Workflow.HIERARCHICAL, "
-            f"but the workflow is {workflow.value}"
-        )
+    for name, settings in shape.workflow_settings.items():
+        if name != workflow.value:
+            raise ValidationError(
+                f"Ensemble {settings[0]} applies only to Workflow.{name}, but the workflow is "
+                f"{workflow.value}"
+            )
 
 
 def _check_reviews(

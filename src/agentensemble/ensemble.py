@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
 from agentensemble._inputs import check_inputs
+from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
+from agentensemble._unset import UNSET, Unset, resolve_int
 from agentensemble.agent import Agent
 from agentensemble.delegation import (
     DelegationPolicy,
@@ -20,6 +22,7 @@ from agentensemble.delegation import (
 from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
+from agentensemble.hooks import check_hooks
 from agentensemble.memory import EntityMemory, MemoryStore
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
@@ -50,57 +53,24 @@ from agentensemble.task import Task
 if TYPE_CHECKING:
     from agentensemble.outputs import EnsembleOutput
 
-__all__ = ["Ensemble"]
+__all__ = ["Ensemble", "EnsembleSettings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class Ensemble:
-    """Tasks, the model they share, and how to run them.
+class EnsembleSettings:
+    """The settings of a run that an `Ensemble` shares with the composites that run one
+    (`MapReduceEnsemble`), declared once here; each class checks them when it is made."""
 
-    Build it once and run it as often as you like, concurrently too: a run keeps all its
-    state to itself. Configuration errors raise `ValidationError` before any model call.
-    """
-
-    tasks: Sequence[Task[Any]] = ()
-    """The tasks, in order."""
-    phases: Sequence[Phase] = ()
-    """Named groups of tasks run as a DAG (instead of `tasks`)."""
-    agents: Sequence[Agent] = ()
-    """Agents the tasks' agents may delegate to (and HIERARCHICAL workers) besides the
-    agents of the tasks themselves."""
     llm: Any = None
     """Model for tasks without an agent or task-level model: a `ChatModel`, a
     ``"provider:model"`` string or a LangChain chat model."""
-    workflow: Workflow | None = None
-    """How tasks run. When None: PARALLEL if a task's context names another task of the
-    ensemble, else SEQUENTIAL (phases: SEQUENTIAL)."""
     parallel_error_strategy: ParallelErrorStrategy | None = ParallelErrorStrategy.FAIL_FAST
     """What a PARALLEL run does when a task fails."""
-    manager_llm: Any = None
-    """Model of the HIERARCHICAL manager (else the ensemble `llm`, else the first worker's)."""
-    manager_max_iterations: int = 20
-    """How many tool calls (delegations) the HIERARCHICAL manager may make."""
-    manager_prompt_strategy: ManagerPromptStrategy | None = None
-    """Writes the HIERARCHICAL manager's prompts (`DefaultManagerPromptStrategy` when None)."""
-    hierarchical_constraints: HierarchicalConstraints | None = None
-    """Rules for the HIERARCHICAL manager's delegations (required, allowed, caps, stages)."""
-    max_delegation_depth: int = 3
-    """How deep delegations may nest: with 1, A may delegate to B but B not to C."""
-    delegation_policies: Sequence[DelegationPolicy] = ()
-    """Checks run before every delegation, in order, after the built-in guards: each returns
-    `DelegationPolicyResult.allow()`, ``.reject(reason)`` or ``.modify(request)``."""
     review_handler: ReviewHandler | None = None
     """Who answers review gates, tool approvals and `human_input` questions
     (``ReviewHandler.console()``, ``.auto_approve()``, or your own)."""
     review_policy: ReviewPolicy | None = None
     """When after-task gates fire for tasks without their own `review` (None: NEVER)."""
-    memory_store: MemoryStore | None = None
-    """Where tasks' memory scopes live (`MemoryStore.sqlite(path)` persists across runs and
-    processes; `MemoryStore.in_memory()` lasts as long as the object)."""
-    short_term_memory: bool = False
-    """Show each task every output completed earlier in the run (in place of its context)."""
-    entity_memory: EntityMemory | None = None
-    """Facts about named entities, shown to every task (``## Entity Knowledge``)."""
     max_concurrency: int | None = None
     """Most tasks of a run in flight at once, across phases (None: no limit)."""
     max_sync_threads: int = 32
@@ -110,10 +80,6 @@ class Ensemble:
     """Limit on model calls of tasks using the ensemble `llm`: one bucket per run."""
     verbose: bool = False
     """Show live progress on the console and log prompts and answers."""
-    max_tool_output_length: int = -1
-    """Characters of each tool result the model sees (-1: no limit)."""
-    tool_log_truncate_length: int = 200
-    """Characters of tool input/output in logs (-1: all, 0: none)."""
     agent_synthesizer: AgentSynthesizer | None = None
     """Makes agents for agentless tasks; `TemplateAgentSynthesizer` when None."""
     inputs: Mapping[str, str] = field(default_factory=dict)
@@ -130,6 +96,58 @@ class Ensemble:
     """Receives every run's trace (FULL capture exports to ``./traces/`` when None)."""
     listeners: Sequence[object] = ()
     """`EnsembleListener` objects (or any objects with some of its methods)."""
+    name: str | None = None
+    """Optional name, used in logs, traces and spans."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Ensemble(EnsembleSettings):
+    """Tasks, the model they share, and how to run them.
+
+    Build it once and run it as often as you like, concurrently too: a run keeps all its
+    state to itself. Configuration errors raise `ValidationError` before any model call.
+    """
+
+    tasks: Sequence[Task[Any]] = ()
+    """The tasks, in order."""
+    phases: Sequence[Phase] = ()
+    """Named groups of tasks run as a DAG (instead of `tasks`)."""
+    agents: Sequence[Agent] = ()
+    """Agents the tasks' agents may delegate to (and HIERARCHICAL workers) besides the
+    agents of the tasks themselves."""
+    workflow: Workflow | None = None
+    """How tasks run. When None: PARALLEL if a task's context names another task of the
+    ensemble, else SEQUENTIAL (phases: SEQUENTIAL)."""
+    manager_llm: Any = None
+    """Model of the HIERARCHICAL manager (else the ensemble `llm`, else the first worker's)."""
+    manager_max_iterations: int | Unset = UNSET
+    """How many tool calls (delegations) the HIERARCHICAL manager may make (20 when not
+    given, and read as 20 then)."""
+    manager_prompt_strategy: ManagerPromptStrategy | None = None
+    """Writes the HIERARCHICAL manager's prompts (`DefaultManagerPromptStrategy` when None)."""
+    hierarchical_constraints: HierarchicalConstraints | None = None
+    """Rules for the HIERARCHICAL manager's delegations (required, allowed, caps, stages)."""
+    max_delegation_depth: int | Unset = UNSET
+    """How deep delegations may nest: with 1, A may delegate to B but B not to C (3 when
+    not given, and read as 3 then)."""
+    delegation_policies: Sequence[DelegationPolicy] = ()
+    """Checks run before every delegation, in order, after the built-in guards: each returns
+    `DelegationPolicyResult.allow()`, ``.reject(reason)`` or ``.modify(request)``."""
+    memory_store: MemoryStore | None = None
+    """Where tasks' memory scopes live (`MemoryStore.sqlite(path)` persists across runs and
+    processes; `MemoryStore.in_memory()` lasts as long as the object)."""
+    short_term_memory: bool = False
+    """Show each task every output completed earlier in the run (in place of its context)."""
+    entity_memory: EntityMemory | None = None
+    """Facts about named entities, shown to every task (``## Entity Knowledge``)."""
+    max_tool_output_length: int = -1
+    """Characters of each tool result the model sees (-1: no limit)."""
+    tool_log_truncate_length: int = 200
+    """Characters of tool input/output in logs (-1: all, 0: none)."""
+    hooks: Sequence[object] = ()
+    """Before-hooks of every run: objects with ``before_model_call`` and/or
+    ``before_tool_call`` returning a `HookDecision`, run in order before each model and tool
+    call (see `agentensemble.hooks`)."""
     on_task_start: Callback[TaskStartEvent] | None = None
     """Called when a task starts."""
     on_task_complete: Callback[TaskCompleteEvent] | None = None
@@ -146,8 +164,6 @@ class Ensemble:
     """Called when a delegation completes."""
     on_delegation_failed: Callback[DelegationFailedEvent] | None = None
     """Called when a delegation fails."""
-    name: str | None = None
-    """Optional name, used in logs, traces and spans."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
     _manager_model: ChatModel | None = field(init=False, default=None, repr=False)
     event_listeners: tuple[object, ...] = field(init=False, default=(), repr=False)
@@ -156,11 +172,14 @@ class Ensemble:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        set_(self, "manager_max_iterations", resolve_int(self.manager_max_iterations, 20))
+        set_(self, "max_delegation_depth", resolve_int(self.max_delegation_depth, 3))
         if isinstance(self.tasks, Task):
             raise ValidationError("Ensemble tasks must be a list of tasks, got a single Task")
         set_(self, "tasks", as_tuple(self.tasks, "Ensemble tasks"))
         set_(self, "phases", as_tuple(self.phases, "Ensemble phases"))
         set_(self, "listeners", as_tuple(self.listeners, "Ensemble listeners"))
+        set_(self, "hooks", check_hooks(self.hooks, "Ensemble hooks"))
         set_(self, "agents", _check_agents(self.agents))
         set_(
             self,
@@ -216,6 +235,20 @@ class Ensemble:
         from agentensemble._run import run_ensemble  # the engine loads on first run
 
         return await run_ensemble(self, inputs, options)
+
+    def astream(
+        self,
+        inputs: Mapping[str, str] | None = None,
+        options: RunOptions | None = None,
+        *,
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+    ) -> EventStream:
+        """Run the ensemble, giving its events as they happen: ``async for event in
+        stream``, then ``stream.output``. See `EventStream` (prefer ``async with``); at most
+        `max_buffer` events wait for a slow reader before the run waits for it."""
+        return EventStream(
+            lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
+        )
 
 
 E = TypeVar("E", bound=StrEnum)
@@ -298,11 +331,9 @@ def _check_agents(agents: object) -> tuple[Agent, ...]:
 
 def _check_delegation_settings(ensemble: Ensemble) -> None:
     require_int(ensemble.manager_max_iterations, "Ensemble manager_max_iterations")
-    require_int(ensemble.max_delegation_depth, "Ensemble max_delegation_depth")
-    if ensemble.max_delegation_depth <= 0:
-        raise ValidationError(
-            f"Ensemble max_delegation_depth must be > 0, got: {ensemble.max_delegation_depth}"
-        )
+    depth = require_int(ensemble.max_delegation_depth, "Ensemble max_delegation_depth")
+    if depth <= 0:
+        raise ValidationError(f"Ensemble max_delegation_depth must be > 0, got: {depth}")
     _check_type(
         ensemble.hierarchical_constraints, HierarchicalConstraints, "hierarchical_constraints"
     )

@@ -8,6 +8,7 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── TaskExecutionError         a task failed; carries every output completed before it
     ├── ParallelExecutionError     parallel tasks failed; carries outputs and causes
     ├── AgentExecutionError        the model (or a handler) failed while running an agent
+    │   └── HookVetoError          a hook vetoed a model call
     ├── MaxIterationsExceededError the model kept calling tools after three STOP messages
     ├── OutputParsingError         the answer did not parse as the output type, retries included
     ├── GuardrailViolationError    a guardrail rejected a task's input or output
@@ -35,6 +36,7 @@ __all__ = [
     "AgentExecutionError",
     "ConstraintViolationError",
     "GuardrailViolationError",
+    "HookVetoError",
     "MaxIterationsExceededError",
     "OutputParsingError",
     "ParallelExecutionError",
@@ -167,6 +169,22 @@ class AgentExecutionError(AgentEnsembleError):
         super().__init__(message)
         self.agent_role = agent_role
         self.task_description = task_description
+
+
+class HookVetoError(AgentExecutionError):
+    """A hook's ``before_model_call`` vetoed a model call: the task fails with this error
+    as its cause (a vetoed tool call does not raise: the model is told instead)."""
+
+    def __init__(self, *, hook: str, reason: str, agent_role: str, task_description: str) -> None:
+        super().__init__(
+            f"Hook {hook} vetoed the model call of agent '{agent_role}': {reason}",
+            agent_role=agent_role,
+            task_description=task_description,
+        )
+        self.hook = hook
+        """The hook's class name."""
+        self.reason = reason
+        """The reason the hook gave."""
 
 
 class MaxIterationsExceededError(AgentEnsembleError):

@@ -21,19 +21,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentensemble._checks import as_tuple, require_int, require_text
 from agentensemble._run import run_ensemble
+from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
 from agentensemble.agent import Agent
-from agentensemble.ensemble import Ensemble
-from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
+from agentensemble.ensemble import Ensemble, EnsembleSettings
+from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.execution._synthesis import AgentSynthesizer
 from agentensemble.execution._templates import escape_template
-from agentensemble.models import RateLimit
-from agentensemble.observability._capture import CaptureMode
-from agentensemble.observability._cost import CostConfiguration
-from agentensemble.observability._exporters import TraceExporter
 from agentensemble.options import RunOptions
-from agentensemble.review import ReviewHandler, ReviewPolicy
 from agentensemble.task import Task
 from agentensemble.workflows._map_reduce import (
     ADAPTIVE,
@@ -57,30 +52,13 @@ __all__ = ["MapReduceEnsemble"]
 T = TypeVar("T")
 
 _DEFAULT_CHUNK_SIZE = 5
+"""A static tree's chunk size when no strategy is set (`chunk_size` is None)."""
 _DEFAULT_MAX_REDUCE_LEVELS = 10
-_ENSEMBLE_FIELDS = (
-    "llm",
-    "parallel_error_strategy",
-    "verbose",
-    "listeners",
-    "capture_mode",
-    "cost_configuration",
-    "trace_exporter",
-    "inputs",
-    "max_concurrency",
-    "rate_limit",
-    "max_sync_threads",
-    "name",
-    "context_format",
-    "agent_synthesizer",
-    "review_handler",
-    "review_policy",
-)
-"""The fields passed through to the inner ensemble of every run."""
+"""An adaptive run's `max_reduce_levels` when it is None."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class MapReduceEnsemble(Generic[T]):
+class MapReduceEnsemble(EnsembleSettings, Generic[T]):
     """Map every item with a task, then reduce the outputs in a tree of bounded reduces.
 
     The map and reduce sides are each task-first (``map_task=lambda item: Task(...)``;
@@ -89,6 +67,12 @@ class MapReduceEnsemble(Generic[T]):
     the tasks of its chunk and must pass them as the reduce task's ``context``. Factories run
     on the event loop's thread: keep them quick.
 
+    The run settings (`llm`, `parallel_error_strategy`, `listeners`, `inputs`, ...) are the
+    `EnsembleSettings` an `Ensemble` has, passed to the inner PARALLEL ensemble of every run
+    and checked as an `Ensemble` checks them. Under CONTINUE_ON_ERROR the outputs that
+    completed are reduced without the failed ones; `listeners` hear every task of every
+    level; a run has one trace, given to `trace_exporter`.
+
     Configuration errors raise `ValidationError` when the object is made (the checks of
     BEHAVIOUR 16.2, in that order); a static tree is built then too, so it can be inspected
     with `node_types`, `map_reduce_levels` and `to_ensemble()` before it runs.
@@ -96,9 +80,6 @@ class MapReduceEnsemble(Generic[T]):
 
     items: Sequence[T]
     """The items to map (at least one)."""
-    llm: Any = None
-    """Model for tasks without an agent: a `ChatModel`, a ``"provider:model"`` string or a
-    LangChain chat model."""
     map_task: Callable[..., Task[Any]] | None = None
     """``(item) -> Task``, or ``(item, agent) -> Task`` when `map_agent` is set."""
     map_agent: Callable[[T], Agent] | None = None
@@ -131,38 +112,7 @@ class MapReduceEnsemble(Generic[T]):
     input_estimator: Callable[[T], str] | None = None
     """Adaptive, with a direct task: an item as the text whose length estimates its tokens
     (``str(item)`` when None)."""
-    parallel_error_strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST
-    """FAIL_FAST: the first failure fails the run. CONTINUE_ON_ERROR: the outputs that
-    completed are reduced without the failed ones."""
-    verbose: bool = False
-    """Show live progress on the console."""
-    listeners: Sequence[object] = ()
-    """`EnsembleListener` objects notified of every task of every level."""
-    capture_mode: CaptureMode | None = None
-    """How much the trace records."""
-    cost_configuration: CostConfiguration | None = None
-    """Token prices, for cost estimates."""
-    trace_exporter: TraceExporter | None = None
-    """Receives each run's single trace."""
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    """Template inputs for every task's text; `run(inputs=...)` values win."""
-    max_concurrency: int | None = None
-    """Most tasks in flight at once (None: no limit)."""
-    rate_limit: RateLimit | None = None
-    """Limit on the model calls of tasks on `llm`: one bucket per run."""
-    max_sync_threads: int = 32
-    """Most threads a run uses for sync user code (tools, listeners)."""
-    name: str | None = None
-    """Optional name, used in logs, traces and spans."""
-    context_format: ContextFormat = ContextFormat.JSON
-    """How structured outputs are written into the reduce tasks' context
-    (`ContextFormat.TOON` takes a third fewer tokens; needs the ``toon`` extra)."""
-    agent_synthesizer: AgentSynthesizer | None = None
-    """Makes the agents of tasks without one (`TemplateAgentSynthesizer` when None)."""
-    review_handler: ReviewHandler | None = None
-    """Who answers the tasks' review gates and tool approvals."""
-    review_policy: ReviewPolicy | None = None
-    """When after-task gates fire for tasks without their own `review` (None: NEVER)."""
+    _strategy: ParallelErrorStrategy = field(init=False, repr=False)
     _budget: int | None = field(init=False, default=None, repr=False)
     _factories: _Factories[T] = field(init=False, repr=False)
     _template: Ensemble = field(init=False, repr=False)
@@ -176,6 +126,7 @@ class MapReduceEnsemble(Generic[T]):
                 "MapReduceEnsemble parallel_error_strategy must be a ParallelErrorStrategy, "
                 f"got: {self.parallel_error_strategy!r}"
             )
+        set_(self, "_strategy", self.parallel_error_strategy)
         map_first = _check_factories("map", self.map_task, self.map_agent, ("item", "agent"))
         reduce_first = _check_factories(
             "reduce", self.reduce_task, self.reduce_agent, ("agent", "chunk_tasks")
@@ -280,7 +231,7 @@ class MapReduceEnsemble(Generic[T]):
         (CONTINUE_ON_ERROR, when the final reduce could not run) carrying every completed
         output. The trace's workflow is ``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``.
         """
-        strategy = self.parallel_error_strategy
+        strategy = self._strategy
         if self._tree is not None:
             nodes = self._tree.nodes
 
@@ -292,12 +243,24 @@ class MapReduceEnsemble(Generic[T]):
         inner = dataclasses.replace(self._template, tasks=tasks)
         return await run_ensemble(inner, inputs, options, compose=compose)
 
+    def astream(
+        self,
+        inputs: Mapping[str, str] | None = None,
+        options: RunOptions | None = None,
+        *,
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+    ) -> EventStream:
+        """Run the map-reduce, giving its events as they happen (see `Ensemble.astream`)."""
+        return EventStream(
+            lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
+        )
+
     def _adaptive_start(self) -> tuple[list[Task[Any]], Callable[[Planner], MapReduceExecutor]]:
         """The first tasks of an adaptive run (the direct task when the items fit the
         budget, else the map tasks) and how to make its executor."""
         factories = self._factories
         budget = self._budget
-        strategy = self.parallel_error_strategy
+        strategy = self._strategy
         if budget is None:
             raise AssertionError("not adaptive")
         if self.direct_task is not None and self._estimated_input_tokens() <= budget:
@@ -308,7 +271,9 @@ class MapReduceEnsemble(Generic[T]):
         nodes = {task: Node(MAP, 0) for task in tasks}
         levels = AdaptiveReduce(
             budget=budget,
-            max_levels=self.max_reduce_levels or _DEFAULT_MAX_REDUCE_LEVELS,
+            max_levels=_DEFAULT_MAX_REDUCE_LEVELS
+            if self.max_reduce_levels is None
+            else self.max_reduce_levels,
             counter=TokenCounter(self.token_estimator),
             reduce_task=factories.reduce,
         )
@@ -629,7 +594,10 @@ def _check_estimators(owner: MapReduceEnsemble[Any], *, adaptive: bool) -> None:
 def _template(owner: MapReduceEnsemble[Any]) -> Ensemble:
     """The inner ensemble's settings (PARALLEL, the pass-through fields), without tasks;
     each run gets a copy holding its tasks."""
-    settings = {name: getattr(owner, name) for name in _ENSEMBLE_FIELDS}
+    settings = {
+        setting.name: getattr(owner, setting.name)
+        for setting in dataclasses.fields(EnsembleSettings)
+    }
     try:
         return Ensemble(workflow=Workflow.PARALLEL, **settings)
     except ValidationError as error:

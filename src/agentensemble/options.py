@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
 from agentensemble.errors import ValidationError
+from agentensemble.hooks import check_hooks
 from agentensemble.observability._listeners import check_listeners
 
 __all__ = ["RunOptions"]
@@ -30,6 +31,9 @@ class RunOptions:
     ``exit_reason == ExitReason.TIMEOUT``."""
     listeners: Sequence[object] = ()
     """Listeners for this run only, after the ensemble's own."""
+    hooks: Sequence[object] = ()
+    """Before-hooks for this run only (objects with ``before_model_call`` and/or
+    ``before_tool_call``), run after the ensemble's own; see `agentensemble.hooks`."""
 
     def __post_init__(self) -> None:
         check_length(self.max_tool_output_length, "RunOptions max_tool_output_length")
@@ -41,6 +45,7 @@ class RunOptions:
         listeners = as_tuple(self.listeners, "RunOptions listeners")
         check_listeners(listeners, field="RunOptions listeners")
         object.__setattr__(self, "listeners", listeners)
+        object.__setattr__(self, "hooks", check_hooks(self.hooks, "RunOptions hooks"))
 
     @property
     def timeout_seconds(self) -> float | None:

@@ -26,9 +26,34 @@ from agentensemble.tools._agent_tool import AgentTool
 from agentensemble.tools._resolve import check_tools
 
 if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
     from agentensemble.execution._handler import HandlerContext
     from agentensemble.guardrails import InputGuardrail, OutputGuardrail
     from agentensemble.tools import ToolResult
+
+    class _TaskOptions(TypedDict, total=False):
+        """The keyword parameters every `Task.__init__` overload shares (the overloads
+        differ only in `output_type`, which types the task); their defaults are on the
+        implementation."""
+
+        agent: Agent | None
+        llm: Any
+        tools: Sequence[object]
+        max_iterations: int | None
+        context: Iterable[Task[Any]]
+        name: str | None
+        handler: Handler | None
+        rate_limit: RateLimit | None
+        model_settings: ModelSettings | None
+        timeout: timedelta | float | None
+        max_output_retries: int
+        input_guardrails: Sequence[InputGuardrail]
+        output_guardrails: Sequence[OutputGuardrail]
+        review: Review | None
+        before_review: Review | None
+        memory: Iterable[str | MemoryScope]
+
 
 __all__ = ["DEFAULT_EXPECTED_OUTPUT", "Handler", "Task"]
 
@@ -108,23 +133,8 @@ class Task(Generic[Out]):
         description: str,
         expected_output: str = ...,
         *,
-        agent: Agent | None = ...,
-        llm: Any = ...,
-        tools: Sequence[object] = ...,
-        max_iterations: int | None = ...,
-        context: Iterable[Task[Any]] = ...,
-        name: str | None = ...,
-        handler: Handler | None = ...,
-        rate_limit: RateLimit | None = ...,
-        model_settings: ModelSettings | None = ...,
-        timeout: timedelta | float | None = ...,
         output_type: None = ...,
-        max_output_retries: int = ...,
-        input_guardrails: Sequence[InputGuardrail] = ...,
-        output_guardrails: Sequence[OutputGuardrail] = ...,
-        review: Review | None = ...,
-        before_review: Review | None = ...,
-        memory: Iterable[str | MemoryScope] = ...,
+        **options: Unpack[_TaskOptions],
     ) -> None: ...
 
     @overload
@@ -133,23 +143,8 @@ class Task(Generic[Out]):
         description: str,
         expected_output: str = ...,
         *,
-        agent: Agent | None = ...,
-        llm: Any = ...,
-        tools: Sequence[object] = ...,
-        max_iterations: int | None = ...,
-        context: Iterable[Task[Any]] = ...,
-        name: str | None = ...,
-        handler: Handler | None = ...,
-        rate_limit: RateLimit | None = ...,
-        model_settings: ModelSettings | None = ...,
-        timeout: timedelta | float | None = ...,
         output_type: type[T],
-        max_output_retries: int = ...,
-        input_guardrails: Sequence[InputGuardrail] = ...,
-        output_guardrails: Sequence[OutputGuardrail] = ...,
-        review: Review | None = ...,
-        before_review: Review | None = ...,
-        memory: Iterable[str | MemoryScope] = ...,
+        **options: Unpack[_TaskOptions],
     ) -> None: ...
 
     @overload
@@ -158,23 +153,8 @@ class Task(Generic[Out]):
         description: str,
         expected_output: str = ...,
         *,
-        agent: Agent | None = ...,
-        llm: Any = ...,
-        tools: Sequence[object] = ...,
-        max_iterations: int | None = ...,
-        context: Iterable[Task[Any]] = ...,
-        name: str | None = ...,
-        handler: Handler | None = ...,
-        rate_limit: RateLimit | None = ...,
-        model_settings: ModelSettings | None = ...,
-        timeout: timedelta | float | None = ...,
         output_type: Any,
-        max_output_retries: int = ...,
-        input_guardrails: Sequence[InputGuardrail] = ...,
-        output_guardrails: Sequence[OutputGuardrail] = ...,
-        review: Review | None = ...,
-        before_review: Review | None = ...,
-        memory: Iterable[str | MemoryScope] = ...,
+        **options: Unpack[_TaskOptions],
     ) -> None: ...
 
     def __init__(
@@ -200,23 +180,12 @@ class Task(Generic[Out]):
         before_review: Review | None = None,
         memory: Iterable[str | MemoryScope] = (),
     ) -> None:
-        if name is not None:
-            require_text(name, "Task name must not be blank when set")
-        require_text(description, "Task description must not be blank")
-        require_text(expected_output, "Task expected_output must not be blank")
-        if agent is not None and not isinstance(agent, Agent):
-            raise ValidationError(f"Task agent must be an Agent, got: {type(agent).__name__}")
+        _check_texts_and_agent(description, expected_output, name, agent)
         checked_tools, _ = check_tools(tools, owner="Task tool")
-        if max_iterations is not None:
-            require_int(max_iterations, "Task max_iterations")
-            if max_iterations <= 0:
-                raise ValidationError(
-                    f"Task max_iterations must be > 0 when set, got: {max_iterations}"
-                )
+        _check_max_iterations(max_iterations)
         context_tasks = _check_context(context, description, expected_output, agent)
         spec = None if output_type is None else _check_output_type(output_type)
-        require_int(max_output_retries, "Task max_output_retries")
-        if max_output_retries < 0:
+        if require_int(max_output_retries, "Task max_output_retries") < 0:
             raise ValidationError(
                 f"Task max_output_retries must be >= 0, got: {max_output_retries}"
             )
@@ -224,11 +193,7 @@ class Task(Generic[Out]):
         checked_output = _check_guardrails(output_guardrails, "output_guardrails")
         if handler is not None:
             _check_handler(handler, agent, llm, checked_tools, max_iterations, rate_limit)
-        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
-            raise ValidationError(f"Task rate_limit must be a RateLimit, got: {rate_limit!r}")
-        model = resolve_model(llm, field="Task llm") if llm is not None else None
-        if model is not None and rate_limit is not None:
-            model = RateLimitedChatModel(model, rate_limit)
+        model = _task_model(llm, rate_limit)
         set_ = object.__setattr__
         set_(self, "description", description)
         set_(self, "expected_output", expected_output)
@@ -271,6 +236,33 @@ class Task(Generic[Out]):
         if "llm" not in changes and self.rate_limit and isinstance(llm, RateLimitedChatModel):
             changes["llm"] = llm.model  # renew the bucket this object made, not a shared one
         return dataclasses.replace(self, **changes)
+
+
+def _check_texts_and_agent(
+    description: object, expected_output: object, name: object, agent: object
+) -> None:
+    if name is not None:
+        require_text(name, "Task name must not be blank when set")
+    require_text(description, "Task description must not be blank")
+    require_text(expected_output, "Task expected_output must not be blank")
+    if agent is not None and not isinstance(agent, Agent):
+        raise ValidationError(f"Task agent must be an Agent, got: {type(agent).__name__}")
+
+
+def _check_max_iterations(max_iterations: object) -> None:
+    if max_iterations is not None and require_int(max_iterations, "Task max_iterations") <= 0:
+        raise ValidationError(f"Task max_iterations must be > 0 when set, got: {max_iterations}")
+
+
+def _task_model(llm: object, rate_limit: object) -> ChatModel | None:
+    """The task's own model (None: its agent's or the ensemble's), in a bucket of its own
+    when the task has a `rate_limit`."""
+    if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+        raise ValidationError(f"Task rate_limit must be a RateLimit, got: {rate_limit!r}")
+    model = resolve_model(llm, field="Task llm") if llm is not None else None
+    if model is not None and rate_limit is not None:
+        return RateLimitedChatModel(model, rate_limit)
+    return model
 
 
 _HANDLER_CONFLICTS = (

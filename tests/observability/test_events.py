@@ -26,7 +26,7 @@ from agentensemble import (
     tool_call,
 )
 from agentensemble.observability import Event
-from agentensemble.observability._listeners import METHOD_BY_TYPE
+from agentensemble.observability._listeners import METHOD_BY_CLASS
 
 E = TypeVar("E")
 
@@ -50,7 +50,7 @@ class Recorder(EnsembleListener):
         return [event.type for event in self.events]
 
 
-for _method in METHOD_BY_TYPE.values():
+for _method in METHOD_BY_CLASS.values():
     setattr(Recorder, _method, Recorder.record)
 
 
@@ -61,7 +61,7 @@ def lookup(key: str) -> str:
 
 
 def test_every_event_type_has_a_listener_method() -> None:
-    for method in METHOD_BY_TYPE.values():
+    for method in METHOD_BY_CLASS.values():
         assert callable(getattr(EnsembleListener, method))
 
 
@@ -75,21 +75,21 @@ def test_sequential_order_for_an_agent_task_with_a_tool() -> None:
 
     assert recorder.types() == [
         "ensemble_started",
-        "task_start",
+        "task_started",
         "task_input",
         "llm_iteration_started",
         "llm_iteration_completed",
-        "tool_call",
+        "tool_called",
         "llm_iteration_started",
         "token",
         "llm_iteration_completed",
-        "task_complete",
-        "task_start",
+        "task_completed",
+        "task_started",
         "task_input",
         "llm_iteration_started",
         "token",
         "llm_iteration_completed",
-        "task_complete",
+        "task_completed",
         "ensemble_completed",
     ]
     started = recorder.at(0, EnsembleStartedEvent)
@@ -125,12 +125,12 @@ def test_parallel_runs_keep_each_tasks_events_in_order() -> None:
     for index in range(1, 6):
         own = [e.type for e in recorder.events if getattr(e, "task_index", None) == index]
         assert own == [
-            "task_start",
+            "task_started",
             "task_input",
             "llm_iteration_started",
             "token",
             "llm_iteration_completed",
-            "task_complete",
+            "task_completed",
         ]
 
 
@@ -141,7 +141,7 @@ def test_a_failed_run_ends_with_an_error_completion_event() -> None:
     assert recorder.types()[-2:] == ["task_failed", "ensemble_completed"]
     completed = recorder.at(-1, EnsembleCompletedEvent)
     assert completed.exit_reason == "ERROR"
-    assert completed.error is caught.value
+    assert (completed.error_type, completed.reason) == ("TaskExecutionError", str(caught.value))
 
 
 def test_handler_tasks_fire_no_model_events() -> None:
@@ -149,8 +149,8 @@ def test_handler_tasks_fire_no_model_events() -> None:
     Ensemble(tasks=[Task("Compute", handler=lambda ctx: "42")], listeners=[recorder]).run()
     assert recorder.types() == [
         "ensemble_started",
-        "task_start",
-        "task_complete",
+        "task_started",
+        "task_completed",
         "ensemble_completed",
     ]
 
@@ -170,7 +170,7 @@ def test_raising_listeners_sync_and_async_never_disturb_the_run(
         tasks=[Task("Go")], llm=ScriptedModel(["fine"]), listeners=[Broken(), recorder]
     ).run()
     assert output.raw == "fine"
-    assert "task_complete" in recorder.types()
+    assert "task_completed" in recorder.types()
     assert "Listener Broken raised in on_task_start" in caplog.text
     assert "Listener Broken raised in on_task_complete" in caplog.text
 

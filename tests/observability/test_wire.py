@@ -19,6 +19,7 @@ from agentensemble import (
     Ensemble,
     EnsembleListener,
     FunctionModel,
+    GuardrailCheckedEvent,
     ParallelErrorStrategy,
     QueuedListener,
     ScriptedModel,
@@ -34,9 +35,10 @@ from agentensemble.observability import (
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
+    parse_event,
     serialize_event,
 )
-from agentensemble.observability._listeners import METHOD_BY_TYPE
+from agentensemble.observability._events import EVENT_TYPES
 
 
 class Everything(EnsembleListener):
@@ -85,15 +87,18 @@ def delegation_events() -> list[Event]:
     }
     return [
         DelegationStartedEvent(
-            task_description="Write", delegation_depth=1, request=object(), **common
+            task_description="Write", delegation_depth=1, scope={"topic": "bees"}, **common
         ),
         DelegationCompletedEvent(
-            response={"raw": "done"}, duration=timedelta(seconds=1.5), **common
+            raw_output="done",
+            parsed_output={"words": [1, 2]},
+            duration=timedelta(seconds=1.5),
+            **common,
         ),
         DelegationFailedEvent(
             failure_reason="refused",
-            cause=ValueError("no"),
-            response=None,
+            error_type="ValueError",
+            errors=("refused",),
             duration=timedelta(0),
             **common,
         ),
@@ -131,13 +136,34 @@ def memory_events() -> list[Event]:
     ]
 
 
+def guardrail_events() -> list[Event]:
+    return [
+        GuardrailCheckedEvent(
+            guardrail_type="OUTPUT",
+            guardrail="no_swearing",
+            passed=False,
+            reason="it swore",
+            duration=timedelta(microseconds=250),
+            ensemble_id="run",
+            task_id="t1",
+        )
+    ]
+
+
 def test_every_event_type_serializes_to_json_and_back() -> None:
-    events = [*events_of_a_real_run(), *delegation_events(), *review_events(), *memory_events()]
-    assert {event.type for event in events} == set(METHOD_BY_TYPE)  # every type is covered
+    events = [
+        *events_of_a_real_run(),
+        *delegation_events(),
+        *review_events(),
+        *memory_events(),
+        *guardrail_events(),
+    ]
+    assert {type(event) for event in events} == set(EVENT_TYPES)  # every type is covered
     for event in events:
         message = serialize_event(event)
         assert json.loads(json.dumps(message)) == message
         assert all(key[0].islower() and "_" not in key for key in message), message
+        assert parse_event(json.loads(json.dumps(message))) == event
 
 
 def test_wire_types_and_fields_follow_the_dashboard_protocol() -> None:
@@ -159,7 +185,7 @@ def test_wire_types_and_fields_follow_the_dashboard_protocol() -> None:
     assert tool_called["toolName"] == "lookup"
     assert tool_called["structuredResult"] == {"length": 3}
     assert tool_called["outcome"] == "SUCCESS"
-    assert isinstance(tool_called["durationMs"], int)
+    assert isinstance(tool_called["durationMs"], float)
     started = by_type["task_started"]
     assert started["taskDescription"] in {"Find the value", "Break"}
     datetime.fromisoformat(started["startedAt"])
@@ -175,13 +201,12 @@ def test_wire_types_and_fields_follow_the_dashboard_protocol() -> None:
     assert all("parentTaskId" not in m for m in task_messages)  # None is left out
 
 
-def test_a_long_prompt_is_cut_on_the_wire_only() -> None:
+def test_a_long_prompt_travels_whole() -> None:
     recorder = Everything()
     Ensemble(tasks=[Task("x" * 9000)], llm=ScriptedModel(["ok"]), listeners=[recorder]).run()
     task_input = next(e for e in recorder.events if e.type == "task_input")
     message = serialize_event(task_input)
-    assert message["assembledContext"].endswith("... [truncated]")
-    assert len(message["assembledContext"]) == 8000 + len("... [truncated]")
+    assert message["assembledContext"] == task_input.user_prompt
     assert len(task_input.user_prompt) > 9000
 
 
@@ -191,7 +216,7 @@ async def test_a_queued_listener_never_holds_the_run_up() -> None:
 
     class Slow(EnsembleListener):
         async def on_event(self, event: Event) -> None:
-            if event.type == "task_complete":
+            if event.type == "task_completed":
                 await release.wait()  # stuck until the second task's model call
             delivered.append(event.type)
 
@@ -209,7 +234,7 @@ async def test_a_queued_listener_never_holds_the_run_up() -> None:
     assert output.raw == "ok"
     assert delivered[0] == "ensemble_started"
     assert delivered[-1] == "ensemble_completed"
-    assert delivered.count("task_complete") == 2
+    assert delivered.count("task_completed") == 2
 
 
 async def test_a_full_queue_drops_and_reports(caplog: pytest.LogCaptureFixture) -> None:

@@ -276,11 +276,11 @@ def test_a_before_review_fires_before_the_task_start_event() -> None:
     assert kinds == [
         "review_requested",
         "review_decided",
-        "task_start",
+        "task_started",
         "task_input",
         "review_requested",
         "review_decided",
-        "task_complete",
+        "task_completed",
     ]
 
 
@@ -348,7 +348,7 @@ async def test_a_parallel_exit_lets_running_tasks_finish_and_skips_the_rest() ->
     class SiblingWatcher(Events):
         async def on_event(self, event: Any) -> None:
             await super().on_event(event)
-            if event.type == "task_complete" and event.task_description == "sibling":
+            if event.type == "task_completed" and event.task_description == "sibling":
                 other_done.set()
 
     reviewed = Task("reviewed", review=Review.required())

@@ -206,8 +206,8 @@ def test_human_input_exit_early_ends_the_run_keeping_what_completed() -> None:
     assert len(model.requests) == 1
     failed = events.of(TaskFailedEvent)
     assert [event.task_description for event in failed] == ["Pick a colour"]
-    assert isinstance(failed[0].cause, ExitEarlyRequested)
-    assert str(failed[0].cause) == "Human reviewer requested early exit via HumanInputTool"
+    assert failed[0].error_type == ExitEarlyRequested.__name__
+    assert failed[0].reason == "Human reviewer requested early exit via HumanInputTool"
 
 
 def test_human_input_that_nobody_answers_continues_by_default() -> None:

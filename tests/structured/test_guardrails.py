@@ -10,6 +10,8 @@ import pytest
 from agentensemble import (
     Agent,
     Ensemble,
+    EnsembleListener,
+    GuardrailCheckedEvent,
     GuardrailInput,
     GuardrailOutput,
     GuardrailResult,
@@ -223,3 +225,31 @@ def test_a_violation_keeps_the_outputs_completed_before_it() -> None:
     with pytest.raises(TaskExecutionError) as raised:
         Ensemble(tasks=[done, rejected]).run()
     assert [o.raw for o in raised.value.completed_outputs] == ["kept"]
+
+
+def test_each_verdict_is_a_guardrail_checked_event() -> None:
+    checked: list[GuardrailCheckedEvent] = []
+
+    class Verdicts(EnsembleListener):
+        def on_guardrail_checked(self, event: GuardrailCheckedEvent) -> None:
+            checked.append(event)
+
+    def short(value: GuardrailInput) -> GuardrailResult:
+        return GuardrailResult.success()
+
+    def polite(value: GuardrailOutput) -> GuardrailResult:
+        return GuardrailResult.failure("too rude")
+
+    task = Task(
+        "Answer",
+        agent=_agent(ScriptedModel(["rude words"])),
+        input_guardrails=[short],
+        output_guardrails=[polite],
+    )
+    with pytest.raises(TaskExecutionError):
+        Ensemble(tasks=[task], listeners=[Verdicts()]).run()
+    assert [(e.guardrail_type, e.guardrail, e.passed, e.reason) for e in checked] == [
+        ("INPUT", short.__qualname__, True, None),
+        ("OUTPUT", polite.__qualname__, False, "too rude"),
+    ]
+    assert {e.agent_role for e in checked} == {"Analyst"}

@@ -115,10 +115,10 @@ class Recorder(EnsembleListener):
         self.events.append(("start", f"{event.task_index}/{event.total_tasks} {event.agent_role}"))
 
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
-        self.events.append(("complete", event.task_output.raw))
+        self.events.append(("complete", event.raw))
 
     def on_task_failed(self, event: TaskFailedEvent) -> None:
-        self.events.append(("failed", type(event.cause).__name__))
+        self.events.append(("failed", event.error_type))
 
     def on_tool_call(self, event: ToolCallEvent) -> None:
         self.events.append(("tool", f"{event.tool_name} {event.outcome} {event.task_index}"))

@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
 
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
+from agentensemble.execution._hooks import before_model_call
 from agentensemble.execution._memory import RecordedStore
 from agentensemble.execution._recorder import ResponseType, Turn
 from agentensemble.execution._review import reviewer_for
@@ -152,12 +152,16 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
 
 
 async def ask_model(loop: AgentLoop) -> LoopStep:
-    """Send the conversation to the model and record its answer."""
-    index, sent = loop.recorder.llm_calls, tuple(loop.messages)
+    """Send the conversation to the model (as the run's hooks changed it, for this call
+    only) and record its answer."""
+    index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
+    hooks = loop.task.run.hooks
+    if hooks is not None and hooks.model:
+        sent, settings = await before_model_call(loop, index, sent)
     await loop.recorder.model_call_started(index, sent)
-    started_at, started = datetime.now(UTC), time.perf_counter()
-    response = await _call_model(loop, sent)
-    loop.turn = Turn(index, sent, response, started_at, time.perf_counter() - started)
+    started = time.perf_counter()
+    response = await _call_model(loop, sent, settings)
+    loop.turn = Turn(index, sent, response, time.perf_counter() - started)
     loop.messages.append(response.message)
     loop.response_type = (
         "TOOL_CALLS" if response.message.tool_calls and loop.tools else "FINAL_ANSWER"
@@ -176,30 +180,30 @@ async def handle_answer(loop: AgentLoop) -> LoopStep:
 
 async def answer_tool_calls(loop: AgentLoop) -> LoopStep:
     """Run the requested tools, answer each call, then ask the model again."""
-    traces = await answer_calls(loop, loop.current.message.tool_calls)
-    loop.recorder.interaction(loop.current, "TOOL_CALLS", traces)
+    await answer_calls(loop, loop.current.message.tool_calls)
     return ask_model
 
 
 async def finish(loop: AgentLoop) -> None:
-    """Record the final answer; the loop ends."""
-    loop.recorder.interaction(loop.current, "FINAL_ANSWER", ())
+    """Take the final answer; the loop ends."""
     loop.answer = loop.current.message.text
 
 
-async def _call_model(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatResponse:
+async def _call_model(
+    loop: AgentLoop, sent: tuple[Message, ...], settings: ModelSettings | None
+) -> ChatResponse:
     """Take a rate-limit token if the run owns one, then drain the model's stream within
     the `ModelSettings.timeout` deadline, forwarding text deltas as tokens."""
     if loop.limiter is not None:
         await loop.limiter.acquire()
-    timeout = loop.settings.timeout_seconds if loop.settings is not None else None
+    timeout = settings.timeout_seconds if settings is not None else None
     if timeout is None:
-        return await _drain(loop, sent)
+        return await _drain(loop, sent, settings)
     import asyncio
 
     try:
         async with asyncio.timeout(timeout) as deadline:
-            return await _drain(loop, sent)
+            return await _drain(loop, sent, settings)
     except TimeoutError:
         if not deadline.expired():
             raise  # the model adapter's own TimeoutError
@@ -211,14 +215,17 @@ async def _call_model(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatRespons
         ) from None
 
 
-async def _drain(loop: AgentLoop, sent: tuple[Message, ...]) -> ChatResponse:
+async def _drain(
+    loop: AgentLoop, sent: tuple[Message, ...], settings: ModelSettings | None
+) -> ChatResponse:
     """The one model-call path: a streamed answer's text deltas become token events; a model
-    that is not streamed answers with the whole response at once."""
+    that is not streamed answers with the whole response at once. `settings`: the loop's,
+    or what a hook changed them to for this call."""
     response: object = None
     if loop.streaming is None:
-        response = await loop.model.chat(sent, tools=loop.tools.specs, settings=loop.settings)
+        response = await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
     else:
-        stream = loop.streaming.stream(sent, tools=loop.tools.specs, settings=loop.settings)
+        stream = loop.streaming.stream(sent, tools=loop.tools.specs, settings=settings)
         async for item in stream:
             if isinstance(item, str):
                 if item:

@@ -22,6 +22,7 @@ from agentensemble.models import RateLimit, RateLimiter
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._listeners import EventDispatcher
+from agentensemble.observability._trace_fold import TraceFold
 from agentensemble.outputs import TaskOutput
 from agentensemble.tools import ToolContext
 from agentensemble.tools._context import Delegator, Reviewer
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._delegation import Team
+    from agentensemble.execution._hooks import RunHooks
     from agentensemble.execution._memory import RunMemory
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.execution._review import RunReview
@@ -49,26 +51,22 @@ class RunOutputs:
     """The outputs a run has completed so far, keyed by the caller's `Task`, in completion
     order. Workflows read context from it; nothing completed is lost when a run fails."""
 
-    __slots__ = ("_by_task", "_delegated", "by_phase")
+    __slots__ = ("_by_task", "_ids", "by_phase")
 
     def __init__(self) -> None:
         self._by_task: dict[Task[Any], TaskOutput[Any]] = {}
-        self._delegated: list[TaskOutput[Any]] = []
+        self._ids: dict[Task[Any], str] = {}
         self.by_phase: dict[str, tuple[TaskOutput[Any], ...]] = {}
         """Outputs of each phase that completed (phased runs)."""
 
-    def record(self, task: Task[Any], output: TaskOutput[Any]) -> None:
-        """Store a completed task's output."""
+    def record(self, task: Task[Any], output: TaskOutput[Any], task_id: str) -> None:
+        """Store a completed task's output (`task_id`: the execution that produced it)."""
         self._by_task[task] = output
+        self._ids[task] = task_id
 
-    def record_delegated(self, output: TaskOutput[Any]) -> None:
-        """Store the output of a peer's worker: part of its caller's task, not an output of
-        the run, but its model calls count in the run's totals."""
-        self._delegated.append(output)
-
-    def delegated(self) -> tuple[TaskOutput[Any], ...]:
-        """Outputs of peers' workers, in completion order."""
-        return tuple(self._delegated)
+    def task_ids(self) -> tuple[str, ...]:
+        """The task executions of `completed()`, in the same order."""
+        return tuple(self._ids.values())
 
     def get(self, task: Task[Any]) -> TaskOutput[Any] | None:
         """The output of `task`, if it completed."""
@@ -165,6 +163,9 @@ class RunContext:
     stop: RunStop = field(default_factory=RunStop)
     memory: RunMemory | None = None
     """The memory store, entity facts and short-term memory (runs that use memory)."""
+    hooks: RunHooks | None = None
+    """The before-hooks of the run (the ensemble's, then the run's); None without hooks,
+    so that the agent loop does nothing extra."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -172,6 +173,11 @@ class RunContext:
             import asyncio
 
             object.__setattr__(self, "_slots", asyncio.Semaphore(self.max_concurrency))
+
+    @property
+    def trace(self) -> TraceFold:
+        """The run's trace, folded from its events as they are emitted."""
+        return self.events.trace
 
     def task_slot(self) -> AbstractAsyncContextManager[Any]:
         """Hold one of the run's `max_concurrency` slots while a task of the run executes

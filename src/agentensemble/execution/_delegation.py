@@ -273,7 +273,7 @@ class _Attempt:
         response = self._response(
             DelegationStatus.FAILURE, self.request.agent_role, errors=(reason,)
         )
-        await self.recorder.delegation_failed(self.delegation_id, self.request, response, None)
+        await self.recorder.delegation_failed(self.delegation_id, response, None)
         return response
 
     async def _run_worker(self, worker: Worker) -> DelegationResponse:
@@ -313,24 +313,21 @@ class _Attempt:
             raw_output=output.raw,
             parsed_output=output.parsed_output,
         )
-        await self.recorder.delegation_completed(self.delegation_id, request, response, output)
+        await self.recorder.delegation_completed(self.delegation_id, response)
         return response
 
     def _record(self, planned: PlannedTask, output: TaskOutput[Any], worker: Worker) -> None:
         """A manager's workers are outputs of the run; a peer's worker is part of its caller's
-        task, counted in the run's totals."""
-        outputs = self.caller.run.outputs
+        task (its model calls count in the run's totals all the same)."""
         if self.mode == "manager":
-            outputs.record(planned.source, output)
-        else:
-            outputs.record_delegated(output)
+            self.caller.run.outputs.record(planned.source, output, self.delegation_id)
         if self.team.enforcer is not None and self.mode == "manager":
             self.team.enforcer.record_completed(worker.agent.role)
 
     async def _worker_failed(self, worker: Worker, error: BaseException) -> DelegationResponse:
         message = f"Error: Delegation to '{worker.agent.role}' failed: {describe_error(error)}"
         response = self._response(DelegationStatus.FAILURE, worker.agent.role, errors=(message,))
-        await self.recorder.delegation_failed(self.delegation_id, self.request, response, error)
+        await self.recorder.delegation_failed(self.delegation_id, response, error)
         return response
 
 

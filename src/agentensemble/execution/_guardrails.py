@@ -8,11 +8,11 @@ are not called. A guardrail that raises, or returns something other than a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import call_user_code
-from agentensemble._logging import get_logger
 from agentensemble.enums import GuardrailType
 from agentensemble.errors import GuardrailViolationError, describe_error
 from agentensemble.guardrails import GuardrailInput, GuardrailOutput, GuardrailResult
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from agentensemble.execution._steps import TaskState
 
 __all__ = ["check_input", "check_output"]
-
-logger = get_logger("agentensemble.guardrails")
 
 
 async def check_input(state: TaskState) -> None:
@@ -57,17 +55,11 @@ async def _run(
 ) -> None:
     planned = state.task.planned
     for guardrail in guardrails:
+        started = time.perf_counter()
         reason, cause = await _verdict(guardrail, value)
+        await state.recorder.guardrail_checked(kind.value, _name(guardrail), reason, started)
         if reason is None:
             continue
-        logger.warning(
-            "[%s] %s guardrail %s rejected task '%s': %s",
-            planned.role,
-            kind,
-            _name(guardrail),
-            planned.description[:80],
-            reason,
-        )
         raise GuardrailViolationError(
             guardrail_type=kind,
             violation_message=reason,

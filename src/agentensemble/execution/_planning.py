@@ -24,7 +24,7 @@ from agentensemble.execution._gates import after_review, before_review
 from agentensemble.execution._guardrails import check_input, check_output
 from agentensemble.execution._handler import DETERMINISTIC_ROLE, run_handler
 from agentensemble.execution._memory import RunMemory, memory_steps
-from agentensemble.execution._steps import TaskStep, build_prompts, finish_output
+from agentensemble.execution._steps import TaskStep, build_prompts
 from agentensemble.execution._structured_output import (
     add_output_format,
     check_handler_output,
@@ -144,7 +144,6 @@ def task_steps(
         check_output if task.output_guardrails else None,
         after_review(review) if review is not None else None,
         *remember,
-        finish_output,
     ]
     return tuple(step for step in steps if step is not None)
 

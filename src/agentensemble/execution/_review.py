@@ -89,7 +89,7 @@ async def _decide(
         return timeout_decision(request)
     finally:
         if decision is None and not limit.expired():  # cancelled, or the handler failed
-            await recorder.review_abandoned(request, time.perf_counter() - started)
+            await recorder.review_decided(request, None, time.perf_counter() - started)
     await recorder.review_decided(request, decision, time.perf_counter() - started)
     return decision
 

@@ -1,10 +1,8 @@
-"""Assemble a run's `ExecutionTrace` and hand it to the exporter."""
+"""The trace forms of a run's agents and failures, and handing the trace to the exporter."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Mapping
 from typing import Any
 
 from agentensemble._calling import call_user_code
@@ -17,73 +15,21 @@ from agentensemble.errors import (
     TaskExecutionError,
     describe_error,
 )
-from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._exporters import TraceExporter
-from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 from agentensemble.observability._trace import (
     AgentSummary,
     ErrorTrace,
     ExecutionTrace,
-    LlmInteraction,
 )
-from agentensemble.outputs import TaskOutput
 from agentensemble.task import Task
 
-__all__ = ["RunRecord", "build_trace", "errors_of", "export_trace", "task_errors"]
+__all__ = ["agent_summary", "errors_of", "export_trace", "task_errors"]
 
 logger = get_logger("agentensemble.traces")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRecord:
-    """What a run was, for its trace."""
-
-    ensemble_id: str
-    workflow: str
-    capture_mode: CaptureMode
-    started_at: datetime
-    inputs: Mapping[str, str]
-    agents: Sequence[Agent]
-    synthesis: Sequence[LlmInteraction] = ()
-    """Model calls made while planning."""
-    synthesis_metrics: TaskMetrics | None = None
-
-
-def build_trace(
-    record: RunRecord,
-    outputs: Sequence[TaskOutput[Any]],
-    *,
-    duration: timedelta,
-    exit_reason: str,
-    errors: Sequence[ErrorTrace] = (),
-    delegated: Sequence[TaskOutput[Any]] = (),
-) -> ExecutionTrace:
-    """The run's trace from its completed outputs (and errors, for a failed run). The
-    metrics count `delegated` outputs too (peers' workers, whose traces sit inside their
-    callers' traces)."""
-    task_metrics = [output.metrics for output in (*outputs, *delegated)]
-    if record.synthesis_metrics is not None:
-        task_metrics.append(record.synthesis_metrics)
-    metrics = ExecutionMetrics.of(task_metrics)
-    return ExecutionTrace(
-        ensemble_id=record.ensemble_id,
-        workflow=record.workflow,
-        capture_mode=record.capture_mode.value,
-        started_at=record.started_at,
-        completed_at=record.started_at + duration,
-        total_duration=duration,
-        exit_reason=exit_reason,
-        inputs=dict(record.inputs),
-        agents=tuple(_summary(agent) for agent in record.agents),
-        task_traces=tuple(output.trace for output in outputs if output.trace is not None),
-        metrics=metrics,
-        total_cost_estimate=metrics.total_cost_estimate,
-        errors=tuple(errors),
-        agent_synthesis=tuple(record.synthesis),
-    )
-
-
-def _summary(agent: Agent) -> AgentSummary:
+def agent_summary(agent: Agent) -> AgentSummary:
+    """An agent as the trace lists it."""
     return AgentSummary(
         role=agent.role,
         goal=agent.goal,

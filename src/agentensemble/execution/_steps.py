@@ -20,9 +20,8 @@ if TYPE_CHECKING:
     from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
-    from agentensemble.outputs import TaskOutput
 
-__all__ = ["TaskState", "TaskStep", "build_prompts", "finish_output"]
+__all__ = ["TaskState", "TaskStep", "build_prompts"]
 
 
 @dataclass(slots=True)
@@ -38,8 +37,6 @@ class TaskState:
     """The answer text (the agent's final answer, or the handler's output)."""
     parsed: Any = None
     """The structured result, when there is one."""
-    output: TaskOutput[Any] | None = None
-    """Set by the last body step; later steps may replace it."""
     stop: ControlFlowSignal | None = None
     """Set by a step that lets the task complete and then ends the run (a reviewer's exit
     after the task's output)."""
@@ -68,8 +65,3 @@ async def build_prompts(state: TaskState) -> None:
     state.prompts = prompts
     tool_names = tuple(spec.name for spec in planned.tools.specs) if planned.tools else ()
     await state.recorder.prompts_ready(prompts, time.perf_counter() - started, tool_names)
-
-
-async def finish_output(state: TaskState) -> None:
-    """The task's output from what the earlier steps produced."""
-    state.output = state.recorder.output(state.raw, state.parsed)

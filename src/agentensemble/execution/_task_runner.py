@@ -59,12 +59,10 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
         except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
             await recorder.task_failed(error)  # cancelled or ended early: still an ending
             raise
-        output = state.output
-        if output is None:  # every step list ends with a step that sets it
-            raise AssertionError("task steps finished without an output")
+        event, output = recorder.completed(state.raw, state.parsed)
         if task.depth == 0:
-            task.run.outputs.record(planned.source, output)
-        await recorder.task_completed(output)
+            task.run.outputs.record(planned.source, output, task.task_id)
+        await task.run.events.deliver(event)
     if state.stop is not None:
         raise state.stop
     return output

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -13,12 +12,12 @@ from agentensemble._formats import format_json_text
 from agentensemble._logging import get_logger
 from agentensemble.delegation._tools import DelegationTool
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError
+from agentensemble.execution._hooks import before_tool_call
 from agentensemble.models import ToolCall, ToolResultMessage
 from agentensemble.tools import ToolResult
 
 if TYPE_CHECKING:
     from agentensemble.execution._agent_loop import AgentLoop
-    from agentensemble.observability._trace import ToolCallTrace
 
 __all__ = ["STOP_MESSAGE", "answer_calls", "truncate_for_model"]
 
@@ -33,13 +32,7 @@ TOOL_BATCH_TIMEOUT = 300.0
 """Seconds a batch of concurrent tool calls may take."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Executed:
-    result: ToolResult
-    trace: ToolCallTrace
-
-
-async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> tuple[ToolCallTrace, ...]:
+async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
     """Run the admitted calls concurrently and answer every call, in request order.
 
     Raises `MaxIterationsExceededError` at the third STOP, after running the calls admitted
@@ -54,19 +47,16 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> tuple[Tool
     stop_text = STOP_MESSAGE.format(max=loop.max_iterations)
     limit = loop.task.run.max_tool_output_length
     context_format = loop.task.run.context_format
-    traces = []
     for call, ok in zip(calls, admitted, strict=True):
         if ok:
-            outcome = next(executed)
-            traces.append(outcome.trace)
+            result = next(executed)
             text = truncate_for_model(
-                format_json_text(outcome.result.text_for_model, context_format), limit
+                format_json_text(result.text_for_model, context_format), limit
             )
         else:
-            traces.append(loop.recorder.tool_call_skipped(call, stop_text))
+            await loop.recorder.tool_call_skipped(call, stop_text)
             text = stop_text
         loop.messages.append(ToolResultMessage(call.id, call.name, text))
-    return tuple(traces)
 
 
 def _admit_all(
@@ -99,7 +89,7 @@ def _admit_all(
     return admitted, None
 
 
-async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Executed]:
+async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[ToolResult]:
     """One call runs inline; several run concurrently within `TOOL_BATCH_TIMEOUT`."""
     if len(calls) <= 1:
         return [await _execute(loop, call) for call in calls]
@@ -126,7 +116,7 @@ async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[_Exec
     return [task.result() for task in running]
 
 
-async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
+async def _execute(loop: AgentLoop, call: ToolCall) -> ToolResult:
     started_at, started = datetime.now(UTC), time.perf_counter()
     tool = loop.tools.by_name.get(call.name)
     if tool is None:
@@ -139,10 +129,13 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> _Executed:
             reviewer=loop.reviewer,
             memory_store=loop.memory_store,
         )
-        result = await tool.invoke(call.arguments, context)
+        hooks, vetoed = loop.task.run.hooks, None
+        if hooks is not None and hooks.tool:  # the call as the hooks changed it, or a veto
+            call, vetoed = await before_tool_call(loop, call, context)
+        result = vetoed if vetoed is not None else await tool.invoke(call.arguments, context)
     seconds = time.perf_counter() - started
-    trace = await loop.recorder.tool_call_completed(call, result, started_at, seconds)
-    return _Executed(result, trace)
+    await loop.recorder.tool_call_completed(call, result, started_at, seconds)
+    return result
 
 
 def truncate_for_model(text: str, limit: int) -> str:

@@ -16,6 +16,7 @@ from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     Event,
+    GuardrailCheckedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
     MemoryOperationEvent,
@@ -33,7 +34,7 @@ from agentensemble.observability._exporters import JsonTraceExporter, TraceExpor
 from agentensemble.observability._listeners import EnsembleListener, QueuedListener
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 from agentensemble.observability._otel import OpenTelemetryListener
-from agentensemble.observability._wire import serialize_event
+from agentensemble.observability._wire import parse_event, serialize_event
 
 if TYPE_CHECKING:
     from agentensemble.observability._summary import summarize_trace
@@ -63,6 +64,7 @@ _TRACE_NAMES = frozenset(
         "DelegationTrace",
         "ErrorTrace",
         "ExecutionTrace",
+        "GuardrailCheckedEvent",
         "LlmInteraction",
         "MapReduceLevelSummary",
         "MemoryOperationTrace",
@@ -107,6 +109,7 @@ __all__ = [
     "Event",
     "ExecutionMetrics",
     "ExecutionTrace",
+    "GuardrailCheckedEvent",
     "JsonTraceExporter",
     "LlmInteraction",
     "LlmIterationCompletedEvent",
@@ -131,6 +134,7 @@ __all__ = [
     "ToolCallTrace",
     "TraceExporter",
     "load_trace",
+    "parse_event",
     "serialize_event",
     "summarize_trace",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TextIO
 
+from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._events import (
     DelegationCompletedEvent,
     DelegationFailedEvent,
@@ -51,6 +52,7 @@ class ConsoleProgress(EnsembleListener):
     def __init__(self, stream: TextIO | None = None, *, rich: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self._totals = _Totals()
+        self._cost: CostConfiguration | None = None
         self._console: Any = None
         self._status: Any = None
         self._open_reviews = 0
@@ -70,6 +72,7 @@ class ConsoleProgress(EnsembleListener):
     async def on_ensemble_started(self, event: EnsembleStartedEvent) -> None:
         """Start the status line."""
         self._totals = _Totals()
+        self._cost = event.cost_configuration
         label = f" {event.name}" if event.name else ""
         self._line(
             f"▶ run{label} {event.ensemble_id[:8]} · {event.workflow} · {event.total_tasks} tasks",
@@ -161,7 +164,7 @@ class ConsoleProgress(EnsembleListener):
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         """Show a finished task and the totals so far."""
         totals = self._totals
-        cost = event.task_output.metrics.cost_estimate
+        cost = self._cost.estimate(event.input_tokens, event.output_tokens) if self._cost else None
         if cost is not None:
             totals.cost = (totals.cost or Decimal(0)) + cost
         if event.parent_task_id is not None:  # a delegated worker: shown by its delegation
@@ -179,7 +182,7 @@ class ConsoleProgress(EnsembleListener):
         if event.parent_task_id is not None:
             return
         self._line(
-            f"✗ [{event.task_index}/{event.total_tasks}] {event.agent_role} failed: {event.cause}",
+            f"✗ [{event.task_index}/{event.total_tasks}] {event.agent_role} failed: {event.reason}",
             "red",
         )
 

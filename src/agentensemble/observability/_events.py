@@ -1,20 +1,35 @@
-"""Lifecycle events: small frozen dataclasses with a literal `type` discriminator.
+"""The run's record: one closed union of small frozen dataclasses, plain data only.
 
-The `type` strings are part of the public API. Every event carries `ensemble_id` (the run
-id) and `timestamp` (when it happened, UTC); every task-scoped event also carries `task_id`
-(unique per task execution in the run, delegated workers included) and `parent_task_id` (the
-delegating task's id, else None). `serialize_event` turns any event into its wire message.
+Every fact of a run is one event, emitted once by the engine: ids, texts, numbers, and the
+data forms of outputs and errors, never live objects. The `type` strings are the wire names
+of the dashboard protocol and are part of the public API. Every event carries `ensemble_id`
+(the run id), `seq` (1, 2, 3 ... per run, over every event) and `timestamp` (UTC); task-scoped
+events also carry `task_id` (unique per task execution in the run, delegated workers
+included), `parent_task_id` (the delegating task's id, else None), `task_index`,
+`task_description` and `agent_role`.
+
+`serialize_event` / `parse_event` (in `agentensemble.observability`) write and read every
+event through one pydantic adapter; the trace, metrics, logs, the console and OpenTelemetry
+are folds over these events. A new kind of event is one dataclass here, added to `Event`:
+its `type`, its listener method (`listener_method`) and, when the protocol names its instant
+otherwise, `wire_time`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-if TYPE_CHECKING:
-    from agentensemble.models import Message, ToolCall
-    from agentensemble.outputs import TaskOutput
+from agentensemble.models import Message, ToolCall
+from agentensemble.observability._cost import CostConfiguration
+from agentensemble.observability._trace import (
+    AgentSummary,
+    ErrorTrace,
+    LlmInteraction,
+    MapReduceLevelSummary,
+)
 
 __all__ = [
     "DelegationCompletedEvent",
@@ -23,13 +38,17 @@ __all__ = [
     "EnsembleCompletedEvent",
     "EnsembleStartedEvent",
     "Event",
+    "EventBase",
+    "GuardrailCheckedEvent",
     "LlmIterationCompletedEvent",
     "LlmIterationStartedEvent",
     "MemoryOperationEvent",
+    "NodeLabel",
     "ReviewDecidedEvent",
     "ReviewRequestedEvent",
     "ReviewTimedOutEvent",
     "TaskCompleteEvent",
+    "TaskEvent",
     "TaskFailedEvent",
     "TaskInputEvent",
     "TaskStartEvent",
@@ -42,284 +61,370 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _wire_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    from agentensemble.observability._wire import messages_to_wire
+
+    return messages_to_wire(messages)
+
+
+def _read_messages(value: Any) -> Any:
+    from agentensemble.observability._wire import messages_from_wire
+
+    return messages_from_wire(value)
+
+
+class _Lazy:
+    """Pydantic metadata built on first use, so importing the events imports no pydantic."""
+
+    def __init__(self, serializer: Any, validator: Any) -> None:
+        self.serializer, self.validator = serializer, validator
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(
+            self.validator,
+            handler(source),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                self.serializer, when_used="json"
+            ),
+        )
+
+
+_DURATIONS = frozenset({"duration", "latency", "timeout", "prompt_build_time"})
+
+
+def _wire_config(renamed: Mapping[str, str]) -> dict[str, Any]:
+    """Pydantic settings of an event class (a plain dict: no pydantic import here)."""
+    return {"alias_generator": _wire_names(renamed), "populate_by_name": True}
+
+
+def _wire_names(renamed: Mapping[str, str]) -> Callable[[str], str]:
+    def wire_name(name: str) -> str:
+        if name in renamed:
+            return renamed[name]
+        head, *rest = name.split("_")
+        camel = head + "".join(part.title() for part in rest)
+        return f"{camel}Ms" if name in _DURATIONS else camel
+
+    return wire_name
+
+
+def _millis(duration: timedelta) -> float:
+    return duration / timedelta(milliseconds=1)
+
+
+def _from_millis(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(milliseconds=value)
+    return value
+
+
+Millis = Annotated[timedelta, _Lazy(_millis, _from_millis)]
+"""A duration: a `timedelta` in Python, milliseconds on the wire (as ``...Ms``)."""
+
+WireMessages = Annotated[tuple[Message, ...], _Lazy(_wire_messages, _read_messages)]
+"""A conversation: the model's messages in Python, ``{role, content, ...}`` on the wire."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EnsembleStartedEvent:
+class EventBase:
+    """What every event carries."""
+
+    listener_method: ClassVar[str] = "on_event"
+    """The `EnsembleListener` method called with this kind of event."""
+    wire_names: ClassVar[Mapping[str, str]] = {}
+    """Fields whose wire name is not their camelCase name (the protocol calls some
+    instants ``startedAt``...). A duration's wire name ends in ``Ms``."""
+
+    def __init_subclass__(cls) -> None:
+        # no super() call: a slots dataclass is a new class without the __class__ cell
+        cls.__pydantic_config__ = _wire_config(cls.wire_names)  # type: ignore[attr-defined]
+
+    ensemble_id: str = ""
+    """The run this event belongs to."""
+    seq: int = 0
+    """The event's place in its run: 1, 2, 3 ... over every event of the run."""
+    timestamp: datetime = field(default_factory=_now)
+    """When the event happened (UTC)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskEvent(EventBase):
+    """What every task-scoped event carries."""
+
+    task_id: str = ""
+    """The task execution this event belongs to."""
+    parent_task_id: str | None = None
+    """The delegating task's id when the task runs by delegation, else None."""
+    task_index: int = 0
+    """1-based, unique within the run (a delegated worker has its caller's)."""
+    task_description: str = ""
+    agent_role: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLabel:
+    """A task's place in a `MapReduceEnsemble` run."""
+
+    task_index: int
+    node_type: str
+    """``map``, ``reduce``, ``final-reduce`` or ``direct``."""
+    map_reduce_level: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnsembleStartedEvent(EventBase):
     """A run started (after validation and planning, before the first task)."""
 
-    ensemble_id: str
+    listener_method: ClassVar[str] = "on_ensemble_started"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "startedAt"}
+
     workflow: str
-    """``SEQUENTIAL``, ``PARALLEL`` or ``PHASES``."""
+    """``SEQUENTIAL``, ``PARALLEL``, ``HIERARCHICAL``, ``PHASES`` or a map-reduce mode."""
     total_tasks: int
     name: str | None = None
     """The ensemble's name, if it has one."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    capture_mode: str = "OFF"
+    inputs: dict[str, str] = field(default_factory=dict)
+    """The run's template inputs."""
+    cost_configuration: CostConfiguration | None = None
     type: Literal["ensemble_started"] = field(default="ensemble_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EnsembleCompletedEvent:
-    """A run ended. `exit_reason` is ``ERROR`` (and `error` set) when it raised."""
+class EnsembleCompletedEvent(EventBase):
+    """A run ended. `exit_reason` is ``ERROR`` (and `reason` says why) when it raised."""
 
-    ensemble_id: str
-    duration: timedelta
+    listener_method: ClassVar[str] = "on_ensemble_completed"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "completedAt"}
+
+    duration: Millis
     exit_reason: str
-    error: BaseException | None = None
+    error_type: str | None = None
+    """The error's class name when the run raised."""
+    reason: str | None = None
+    """The error's message when the run raised."""
     total_tokens: int = -1
     """Tokens over every completed task (-1 when any count is unknown)."""
     total_tool_calls: int = 0
     """Tool calls executed over every completed task."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    output_task_ids: tuple[str, ...] = ()
+    """The run's outputs, as task ids, in the order of `EnsembleOutput.task_outputs`."""
+    agents: tuple[AgentSummary, ...] = ()
+    """Every agent that took part."""
+    errors: tuple[ErrorTrace, ...] = ()
+    """The failures of a failed run, and those a run went on without."""
+    agent_synthesis: tuple[LlmInteraction, ...] = ()
+    """Model calls made while planning (to synthesise agents), of the whole run."""
+    map_reduce_levels: tuple[MapReduceLevelSummary, ...] = ()
+    node_labels: tuple[NodeLabel, ...] = ()
     type: Literal["ensemble_completed"] = field(default="ensemble_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TaskStartEvent:
-    """A task is about to run. `task_index` is 1-based and unique within the run."""
+class TaskStartEvent(TaskEvent):
+    """A task is about to run."""
 
-    task_description: str
-    agent_role: str
-    task_index: int
+    listener_method: ClassVar[str] = "on_task_start"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "startedAt"}
+
     total_tasks: int
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
-    type: Literal["task_start"] = field(default="task_start", init=False)
+    expected_output: str = ""
+    type: Literal["task_started"] = field(default="task_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TaskInputEvent:
-    """What an agent task is given: its prompt, agent and tools (fired after the start)."""
+class TaskInputEvent(TaskEvent):
+    """What an agent task is given: its prompts, agent and tools (after the start)."""
 
-    task_index: int
-    task_description: str
+    listener_method: ClassVar[str] = "on_task_input"
+    wire_names: ClassVar[Mapping[str, str]] = {
+        "timestamp": "sentAt",
+        "user_prompt": "assembledContext",
+    }
+
     expected_output: str
-    agent_role: str
     agent_goal: str
-    agent_background: str | None
-    tool_names: tuple[str, ...]
+    agent_background: str | None = None
+    tool_names: tuple[str, ...] = ()
     system_prompt: str
     user_prompt: str
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    """The user prompt (``assembledContext`` on the wire)."""
+    prompt_build_time: Millis = timedelta(0)
     type: Literal["task_input"] = field(default="task_input", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TaskCompleteEvent:
-    """A task finished successfully."""
+class TaskCompleteEvent(TaskEvent):
+    """A task finished successfully: its answer, as data."""
 
-    task_description: str
-    agent_role: str
-    task_output: TaskOutput[Any]
-    duration: timedelta
-    task_index: int
+    listener_method: ClassVar[str] = "on_task_complete"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "completedAt"}
+
     total_tasks: int
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
-    type: Literal["task_complete"] = field(default="task_complete", init=False)
+    duration: Millis
+    raw: str
+    """The final answer text."""
+    parsed_output: Any = None
+    """The structured result as JSON data (None without an ``output_type``)."""
+    tool_call_count: int = 0
+    """Tool calls executed."""
+    input_tokens: int = -1
+    output_tokens: int = -1
+    token_count: int = -1
+    """Tokens of the task's model calls (each -1 when any count is unknown)."""
+    type: Literal["task_completed"] = field(default="task_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TaskFailedEvent:
-    """A task failed; `cause` is the exception."""
+class TaskFailedEvent(TaskEvent):
+    """A task failed, was cancelled or was ended early."""
 
-    task_description: str
-    agent_role: str
-    cause: BaseException
-    duration: timedelta
-    task_index: int
+    listener_method: ClassVar[str] = "on_task_failed"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "failedAt"}
+
     total_tasks: int
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    duration: Millis
+    error_type: str
+    """The exception's class name (``CancelledError`` when the task was cancelled)."""
+    reason: str
+    """The exception's message, or its class name when it has none."""
     type: Literal["task_failed"] = field(default="task_failed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LlmIterationStartedEvent:
+class LlmIterationStartedEvent(TaskEvent):
     """A model call is about to be made. `iteration_index` is 0-based within the task."""
 
-    agent_role: str
-    task_description: str
-    task_index: int
+    listener_method: ClassVar[str] = "on_llm_iteration_started"
+
     iteration_index: int
-    messages: tuple[Message, ...]
-    model_name: str
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    messages: WireMessages
+    model_name: str = ""
     type: Literal["llm_iteration_started"] = field(default="llm_iteration_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LlmIterationCompletedEvent:
+class LlmIterationCompletedEvent(TaskEvent):
     """A model call returned. Token counts are -1 when the provider reported none."""
 
-    agent_role: str
-    task_description: str
-    task_index: int
+    listener_method: ClassVar[str] = "on_llm_iteration_completed"
+
     iteration_index: int
     response_type: Literal["TOOL_CALLS", "FINAL_ANSWER"]
-    response_text: str | None
-    tool_requests: tuple[ToolCall, ...]
-    input_tokens: int
-    output_tokens: int
-    latency: timedelta
-    model_name: str
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    response_text: str | None = None
+    tool_requests: tuple[ToolCall, ...] = ()
+    input_tokens: int = -1
+    output_tokens: int = -1
+    latency: Millis
+    model_name: str = ""
     type: Literal["llm_iteration_completed"] = field(default="llm_iteration_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallEvent:
-    """A tool call finished. `tool_result` is the full text, never truncated."""
+class ToolCallEvent(TaskEvent):
+    """A tool call finished (or was answered with a STOP: ``SKIPPED_MAX_ITERATIONS``).
+    `tool_result` is the full text, never truncated."""
+
+    listener_method: ClassVar[str] = "on_tool_call"
 
     tool_name: str
     tool_arguments: str
     tool_result: str
-    structured_result: Any
-    agent_role: str
-    duration: timedelta
-    task_index: int
-    outcome: Literal["SUCCESS", "FAILURE"]
+    structured_result: Any = None
+    """The tool's structured output as JSON data."""
+    duration: Millis
+    outcome: Literal["SUCCESS", "FAILURE", "SKIPPED_MAX_ITERATIONS"]
     tool_call_id: str = ""
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
-    type: Literal["tool_call"] = field(default="tool_call", init=False)
+    type: Literal["tool_called"] = field(default="tool_called", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TokenEvent:
+class TokenEvent(TaskEvent):
     """A piece of a streamed answer. The pieces of one model call concatenate to its text."""
 
+    listener_method: ClassVar[str] = "on_token"
+    wire_names: ClassVar[Mapping[str, str]] = {"timestamp": "sentAt"}
+
     token: str
-    agent_role: str
-    task_description: str
-    task_index: int
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution this event belongs to."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task runs by delegation, else None."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
     type: Literal["token"] = field(default="token", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DelegationStartedEvent:
-    """An agent handed a subtask to another agent."""
+class DelegationStartedEvent(EventBase):
+    """An agent handed a subtask to another agent; `task_id` is the delegating task's (the
+    worker's task events have it as `parent_task_id`, and `delegation_id` as `task_id`)."""
 
+    listener_method: ClassVar[str] = "on_delegation_started"
+
+    task_id: str = ""
     delegation_id: str
     delegating_agent_role: str
     worker_role: str
     task_description: str
     delegation_depth: int
-    request: Any
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
     tool_call_id: str | None = None
     """The tool call that asked for the delegation (None when made outside a tool call)."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    priority: str = "NORMAL"
+    scope: dict[str, Any] = field(default_factory=dict)
+    """The request's scope, as JSON data."""
+    expected_output_schema: str | None = None
     type: Literal["delegation_started"] = field(default="delegation_started", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DelegationCompletedEvent:
-    """A delegated subtask completed."""
+class DelegationCompletedEvent(EventBase):
+    """A delegated subtask completed: the worker's response, as data."""
 
+    listener_method: ClassVar[str] = "on_delegation_completed"
+
+    task_id: str = ""
     delegation_id: str
     delegating_agent_role: str
     worker_role: str
-    response: Any
-    duration: timedelta
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    duration: Millis
+    status: str = "SUCCESS"
+    raw_output: str | None = None
+    parsed_output: Any = None
+    """The worker's structured result as JSON data."""
     type: Literal["delegation_completed"] = field(default="delegation_completed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DelegationFailedEvent:
-    """A delegation was refused or the worker failed."""
+class DelegationFailedEvent(EventBase):
+    """A delegation was refused (`error_type` None) or the worker failed."""
 
+    listener_method: ClassVar[str] = "on_delegation_failed"
+    wire_names: ClassVar[Mapping[str, str]] = {"failure_reason": "reason"}
+
+    task_id: str = ""
     delegation_id: str
     delegating_agent_role: str
     worker_role: str
     failure_reason: str
-    cause: BaseException | None
-    response: Any
-    duration: timedelta
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The delegating task's id (the worker's task events have it as `parent_task_id`)."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    """The text the delegating model is shown."""
+    error_type: str | None = None
+    """The worker's exception class name (None when the delegation was refused)."""
+    status: str = "FAILURE"
+    errors: tuple[str, ...] = ()
+    duration: Millis
     type: Literal["delegation_failed"] = field(default="delegation_failed", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewRequestedEvent:
+class ReviewRequestedEvent(TaskEvent):
     """A review gate (or a tool asking for approval or input) is waiting for a decision."""
+
+    listener_method: ClassVar[str] = "on_review_requested"
 
     review_id: str
     """Unique per review in the run; the decision's event carries it too."""
-    task_description: str
-    task_output: str | None
+    task_output: str | None = None
     """What is under review (None before a task starts)."""
     timing: str
     """``BEFORE_EXECUTION``, ``DURING_EXECUTION`` or ``AFTER_EXECUTION``."""
-    timeout: timedelta
+    timeout: Millis
     """How long the run waits (0: forever)."""
     on_timeout: str
     """``CONTINUE``, ``EXIT_EARLY`` or ``FAIL``."""
@@ -327,82 +432,71 @@ class ReviewRequestedEvent:
     required_role: str | None = None
     tool_name: str | None = None
     """The tool asking, for reviews during a task."""
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution under review."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task under review runs by delegation."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
     type: Literal["review_requested"] = field(default="review_requested", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewDecidedEvent:
+class ReviewDecidedEvent(TaskEvent):
     """A reviewer decided."""
+
+    listener_method: ClassVar[str] = "on_review_decided"
 
     review_id: str
     decision: str
     """``CONTINUE``, ``EDIT`` or ``EXIT_EARLY``; ``NONE`` when the review ended without a
     decision (the run or task was cancelled, or the handler failed)."""
-    revised_output: str | None
+    revised_output: str | None = None
     """The edited text, for ``EDIT``."""
-    duration: timedelta
+    duration: Millis
     """How long the decision took."""
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution under review."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task under review runs by delegation."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
     type: Literal["review_decided"] = field(default="review_decided", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewTimedOutEvent:
+class ReviewTimedOutEvent(TaskEvent):
     """Nobody decided in time; `action` (the review's on-timeout action) applies."""
+
+    listener_method: ClassVar[str] = "on_review_timed_out"
 
     review_id: str
     action: str
     """``CONTINUE``, ``EXIT_EARLY`` or ``FAIL``."""
-    duration: timedelta
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution under review."""
-    parent_task_id: str | None = None
-    """The delegating task's id when the task under review runs by delegation."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the event happened (UTC)."""
+    duration: Millis
     type: Literal["review_timed_out"] = field(default="review_timed_out", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryOperationEvent:
+class MemoryOperationEvent(TaskEvent):
     """A task read or wrote memory: `operation` is ``retrieve`` or ``store`` (a scope of the
     memory store, or a `MemoryTool` call), ``evict`` (a scope's eviction after a store),
-    ``short_term`` (earlier outputs of the run) or ``entity_lookup`` (entity facts)."""
+    ``clear``, ``short_term`` (earlier outputs of the run) or ``entity_lookup`` (entity
+    facts). `timestamp` is when it finished."""
+
+    listener_method: ClassVar[str] = "on_memory_operation"
 
     operation: str
-    scope: str | None
+    scope: str | None = None
     """The memory scope (None for short-term memory and entity lookups)."""
     entry_count: int
     """Entries found (retrieve, short_term, entity_lookup), stored (1) or evicted."""
-    duration: timedelta
-    agent_role: str = ""
-    task_index: int = 0
-    ensemble_id: str = ""
-    """The run this event belongs to."""
-    task_id: str = ""
-    """The task execution that used memory."""
-    parent_task_id: str | None = None
-    """The delegating task's id, for a task run by delegation."""
-    timestamp: datetime = field(default_factory=_now)
-    """When the operation finished (UTC)."""
+    duration: Millis
     type: Literal["memory_operation"] = field(default="memory_operation", init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailCheckedEvent(TaskEvent):
+    """A guardrail checked a task's input (before its first model call) or its output."""
+
+    listener_method: ClassVar[str] = "on_guardrail_checked"
+
+    guardrail_type: Literal["INPUT", "OUTPUT"]
+    guardrail: str
+    """The guardrail's name (its function's qualified name)."""
+    passed: bool
+    reason: str | None = None
+    """Why it failed (None when it passed)."""
+    duration: Millis
+    type: Literal["guardrail_checked"] = field(default="guardrail_checked", init=False)
 
 
 Event = (
@@ -423,5 +517,9 @@ Event = (
     | ReviewDecidedEvent
     | ReviewTimedOutEvent
     | MemoryOperationEvent
+    | GuardrailCheckedEvent
 )
-"""Any lifecycle event."""
+"""Any event of a run."""
+
+EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
+"""Every kind of event, in the union's order."""

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
+from agentensemble.observability._events import EVENT_TYPES, TokenEvent
+from agentensemble.observability._trace_fold import TraceFold
 
 if TYPE_CHECKING:
     import asyncio
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
         EnsembleCompletedEvent,
         EnsembleStartedEvent,
         Event,
+        GuardrailCheckedEvent,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
         MemoryOperationEvent,
@@ -32,7 +36,6 @@ if TYPE_CHECKING:
         TaskFailedEvent,
         TaskInputEvent,
         TaskStartEvent,
-        TokenEvent,
         ToolCallEvent,
     )
 
@@ -117,30 +120,15 @@ class EnsembleListener:
     def on_memory_operation(self, event: MemoryOperationEvent) -> Any:
         """A task read or wrote memory."""
 
+    def on_guardrail_checked(self, event: GuardrailCheckedEvent) -> Any:
+        """A guardrail checked a task's input or output."""
+
     def on_event(self, event: Event) -> Any:
         """Any event (called after the event's own method)."""
 
 
-METHOD_BY_TYPE = {
-    "ensemble_started": "on_ensemble_started",
-    "ensemble_completed": "on_ensemble_completed",
-    "task_start": "on_task_start",
-    "task_input": "on_task_input",
-    "task_complete": "on_task_complete",
-    "task_failed": "on_task_failed",
-    "llm_iteration_started": "on_llm_iteration_started",
-    "llm_iteration_completed": "on_llm_iteration_completed",
-    "tool_call": "on_tool_call",
-    "token": "on_token",
-    "delegation_started": "on_delegation_started",
-    "delegation_completed": "on_delegation_completed",
-    "delegation_failed": "on_delegation_failed",
-    "review_requested": "on_review_requested",
-    "review_decided": "on_review_decided",
-    "review_timed_out": "on_review_timed_out",
-    "memory_operation": "on_memory_operation",
-}
-"""Listener method for each event `type`."""
+METHOD_BY_CLASS: dict[type[Any], str] = {kind: kind.listener_method for kind in EVENT_TYPES}
+"""Listener method for each kind of event (declared on the event class)."""
 
 CALLBACK_NAMES = (
     "on_task_start",
@@ -155,7 +143,7 @@ CALLBACK_NAMES = (
 """The keyword callbacks an `Ensemble` accepts."""
 
 _CATCH_ALL = "on_event"
-LISTENER_METHODS = frozenset((*METHOD_BY_TYPE.values(), _CATCH_ALL))
+LISTENER_METHODS = frozenset((*METHOD_BY_CLASS.values(), _CATCH_ALL))
 """Every method a listener may define."""
 
 
@@ -315,14 +303,26 @@ class _Queue:
             self.dropped += self.items.qsize()
 
 
-_NO_HANDLERS: dict[str, tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_TYPE.values(), ())
+_NO_HANDLERS: dict[type[Any], tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_CLASS, ())
+
+
+class Fold(Protocol):
+    """Something the run's events are folded into (the trace, the logs...): called for
+    every event, on the event loop, before any listener; must not block or raise."""
+
+    def on(self, event: Any) -> None: ...
 
 
 class EventDispatcher:
-    """Delivers events to one run's listeners, in registration order, isolating failures."""
+    """Numbers one run's events, feeds them to the run's folds, then delivers them to its
+    listeners in registration order, isolating failures."""
 
-    def __init__(self, listeners: Sequence[object]) -> None:
+    def __init__(self, listeners: Sequence[object], folds: Sequence[Fold] = ()) -> None:
         self.listeners = tuple(listeners)
+        self.trace = TraceFold()
+        """The run's trace, folded from its events as they are emitted (the first fold)."""
+        self._folds = (self.trace.on, *(fold.on for fold in folds))
+        self._seq = itertools.count(1).__next__
         self._queues: list[_Queue] = []
         self._bound: list[dict[str, _Handler]] = []
         if not self.listeners:
@@ -330,14 +330,18 @@ class EventDispatcher:
             return
         self._bound = [self._bind(listener) for listener in self.listeners]
         self._handlers = {
-            method: tuple(
+            kind: tuple(
                 handler
                 for handlers in self._bound
                 for name in (method, _CATCH_ALL)
                 if (handler := handlers.get(name)) is not None
             )
-            for method in METHOD_BY_TYPE.values()
+            for kind, method in METHOD_BY_CLASS.items()
         }
+
+    def next_seq(self) -> int:
+        """The `seq` of the run's next event (1, 2, 3 ...)."""
+        return self._seq()
 
     def _bind(self, listener: object) -> dict[str, _Handler]:
         """One handler per method the listener defines (so `on_event` is one handler, with
@@ -358,15 +362,26 @@ class EventDispatcher:
     def streams_tokens(self) -> bool:
         """Whether a listener asked for tokens by name (``on_token``): only then are answers
         streamed; a catch-all ``on_event`` then receives the tokens too."""
-        return any(handler.method == "on_token" for handler in self._handlers["on_token"])
+        return any(handler.method == "on_token" for handler in self._handlers[TokenEvent])
 
-    def wants(self, method: str) -> bool:
-        """Whether any listener handles `method` (lets callers skip building events)."""
-        return bool(self._handlers[method])
+    def wants(self, kind: type[Any]) -> bool:
+        """Whether any listener handles events of class `kind`."""
+        return bool(self._handlers[kind])
 
     async def emit(self, event: Event) -> None:
-        """Call every handler of the event's type; exceptions are logged, not raised."""
-        for handler in self._handlers[METHOD_BY_TYPE[event.type]]:
+        """Fold the event into the run's record, then deliver it to the listeners."""
+        self.record(event)
+        await self.deliver(event)
+
+    def record(self, event: Event) -> None:
+        """Feed the event to the run's folds (the trace, the logs...)."""
+        for fold in self._folds:
+            fold(event)
+
+    async def deliver(self, event: Event) -> None:
+        """Call every listener method for the event's class; exceptions are logged, not
+        raised."""
+        for handler in self._handlers[type(event)]:
             if handler.queue is not None:
                 handler.queue.offer(handler, event)
             else:

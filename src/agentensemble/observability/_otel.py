@@ -61,10 +61,10 @@ class OpenTelemetryListener(EnsembleListener):
         context = self._trace.set_span_in_context(parent) if parent is not None else None
         return self._tracer.start_span(name, context=context, attributes=attributes, **options)
 
-    def _fail(self, span: Any, error: BaseException) -> None:
-        span.set_attribute("error.type", type(error).__name__)
-        span.record_exception(error)
-        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
+    def _fail(self, span: Any, error_type: str, message: str) -> None:
+        span.set_attribute("error.type", error_type)
+        span.add_event("exception", {"exception.type": error_type, "exception.message": message})
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, message))
 
     async def on_ensemble_started(self, event: EnsembleStartedEvent) -> None:
         """Open the run span."""
@@ -148,7 +148,9 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_tool_call(self, event: ToolCallEvent) -> None:
         """Record a finished tool call as a span under its task span (or close the span a
-        delegation opened for it)."""
+        delegation opened for it). A call answered with a STOP ran nothing: no span."""
+        if event.outcome == "SKIPPED_MAX_ITERATIONS":
+            return
         end = _now_ns()
         opened = self._tools.pop((event.ensemble_id, event.task_id, event.tool_call_id), None)
         if opened is not None:
@@ -181,22 +183,21 @@ class OpenTelemetryListener(EnsembleListener):
         span = self._tasks.pop((event.ensemble_id, event.task_id), None)
         if span is None:
             return
-        metrics = event.task_output.metrics
-        if metrics.input_tokens >= 0:
-            span.set_attribute("gen_ai.usage.input_tokens", metrics.input_tokens)
-        if metrics.output_tokens >= 0:
-            span.set_attribute("gen_ai.usage.output_tokens", metrics.output_tokens)
+        if event.input_tokens >= 0:
+            span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+        if event.output_tokens >= 0:
+            span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
         span.end()
 
     async def on_task_failed(self, event: TaskFailedEvent) -> None:
         """Close the task span (and a model call it was in) as failed."""
         for key in [k for k in self._calls if k[:2] == (event.ensemble_id, event.task_id)]:
             call = self._calls.pop(key)
-            self._fail(call, event.cause)
+            self._fail(call, event.error_type, event.reason)
             call.end()
         span = self._tasks.pop((event.ensemble_id, event.task_id), None)
         if span is not None:
-            self._fail(span, event.cause)
+            self._fail(span, event.error_type, event.reason)
             span.end()
 
     async def on_ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
@@ -214,8 +215,8 @@ class OpenTelemetryListener(EnsembleListener):
         if span is None:
             return
         span.set_attribute("agentensemble.exit_reason", event.exit_reason)
-        if event.error is not None:
-            self._fail(span, event.error)
+        if event.error_type is not None:
+            self._fail(span, event.error_type, event.reason or event.error_type)
         span.end()
 
 

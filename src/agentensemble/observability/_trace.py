@@ -6,6 +6,7 @@ Instants serialise as ISO-8601 UTC timestamps, durations as ISO-8601 durations
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -244,6 +245,14 @@ class ExecutionTrace:
         if path is not None:
             write_atomically(Path(path), text)
         return text
+
+    @classmethod
+    def from_events(cls, events: Iterable[Any]) -> ExecutionTrace:
+        """The trace of a run folded from its events (live ones, or read back with
+        `parse_event`): equal to the trace the run itself returned."""
+        from agentensemble.observability._trace_fold import TraceFold
+
+        return TraceFold.of(events)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ExecutionTrace:

@@ -15,9 +15,14 @@ from typing import Any
 
 from agentensemble._calling import call_user_code
 from agentensemble.agent import Agent
-from agentensemble.delegation import ManagerPromptContext, ManagerPromptStrategy
+from agentensemble.delegation import (
+    DefaultManagerPromptStrategy,
+    ManagerPromptContext,
+    ManagerPromptStrategy,
+)
 from agentensemble.delegation._manager import DEFAULT_MANAGER_USER_PROMPT
 from agentensemble.delegation._tools import DELEGATE_TASK
+from agentensemble.enums import Workflow
 from agentensemble.errors import (
     ConstraintViolationError,
     TaskExecutionError,
@@ -32,8 +37,15 @@ from agentensemble.models import ChatModel, RateLimiter
 from agentensemble.outputs import TaskOutput
 from agentensemble.task import Task
 from agentensemble.tools._resolve import ToolSet
+from agentensemble.workflows._executor import ExecutorRequest, WorkflowSettings, WorkflowSpec
 
-__all__ = ["MANAGER_ROLE", "HierarchicalExecutor", "ManagerSettings", "plan_manager"]
+__all__ = [
+    "HIERARCHICAL",
+    "MANAGER_ROLE",
+    "HierarchicalExecutor",
+    "ManagerSettings",
+    "plan_manager",
+]
 
 MANAGER_ROLE = "Manager"
 _GOAL = "Coordinate worker agents to complete all tasks and synthesize a comprehensive final result"
@@ -50,6 +62,22 @@ class ManagerSettings:
     """The run's bucket, when the manager uses the ensemble's model."""
     max_iterations: int
     strategy: ManagerPromptStrategy
+
+    @classmethod
+    def of(cls, settings: WorkflowSettings, plan: Sequence[PlannedTask]) -> ManagerSettings:
+        """Manager model: `manager_llm`, else the ensemble's (with the run's bucket), else
+        the first worker's (BEHAVIOUR 3.5)."""
+        llm, limiter = settings.manager_llm, None
+        if llm is None and settings.llm is not None:
+            llm, limiter = settings.llm, settings.limiter
+        if llm is None:
+            llm = next(task.agent.llm for task in plan if task.agent is not None)
+        return cls(
+            llm=llm,
+            limiter=limiter,
+            max_iterations=settings.manager_max_iterations,
+            strategy=settings.manager_prompt_strategy or DefaultManagerPromptStrategy(),
+        )
 
 
 async def plan_manager(
@@ -126,3 +154,25 @@ class HierarchicalExecutor:
             workers = [done for done in run.outputs.completed() if done is not output]
             raise ConstraintViolationError(violations, completed_outputs=workers)
         return run.outputs.completed()
+
+
+async def _build(request: ExecutorRequest) -> HierarchicalExecutor:
+    if request.team is None:  # the run gives a workflow with a manager its team
+        raise AssertionError("a hierarchical run without a team")
+    plan = request.tasks
+    manager = await plan_manager(plan, request.team, ManagerSettings.of(request.settings, plan))
+    return HierarchicalExecutor(manager)
+
+
+HIERARCHICAL = WorkflowSpec(
+    name=Workflow.HIERARCHICAL.value,
+    build=_build,
+    has_manager=True,
+    own_settings=(
+        "manager_max_iterations",
+        "manager_llm",
+        "manager_prompt_strategy",
+        "hierarchical_constraints",
+    ),
+)
+"""A manager delegates the tasks to the workers."""

@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
 from agentensemble._logging import get_logger
-from agentensemble.enums import ParallelErrorStrategy
+from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
 from agentensemble.outputs import TaskOutput
+from agentensemble.workflows._executor import ExecutorRequest, WorkflowSpec
 
 if TYPE_CHECKING:
     import asyncio
 
     from agentensemble.task import Task
 
-__all__ = ["DagRun", "DrainedHook", "ParallelExecutor"]
+__all__ = ["PARALLEL", "DagRun", "DrainedHook", "ParallelExecutor"]
 
 logger = get_logger("agentensemble.parallel")
 
@@ -68,6 +69,17 @@ class ParallelExecutor:
             run, self.strategy, on_drained=self.on_drained, partial_inputs=self.partial_inputs
         )
         return await dag.execute(plan)
+
+
+async def _build(request: ExecutorRequest) -> ParallelExecutor:
+    strategy = request.settings.parallel_error_strategy
+    if strategy is None:  # validation rejects a PARALLEL run without one
+        raise AssertionError("a PARALLEL run without a parallel_error_strategy")
+    return ParallelExecutor(strategy)
+
+
+PARALLEL = WorkflowSpec(name=Workflow.PARALLEL.value, build=_build)
+"""Tasks as a dependency graph of their context."""
 
 
 class DagRun:

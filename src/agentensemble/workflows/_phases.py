@@ -2,36 +2,37 @@
 
 Every phase is started exactly once, as one coroutine that waits for its predecessors. A
 failed phase skips its successors (transitively) while unrelated phases finish. The run's
-`max_concurrency` bounds the tasks of all phases together.
+`max_concurrency` bounds the tasks of all phases together. Each phase's executor is made
+when the run is planned, by the registered workflow of the phase.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentensemble._logging import get_logger
-from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.outputs import TaskOutput
 from agentensemble.phase import Phase
-from agentensemble.workflows._executor import executor_for
+from agentensemble.workflows._executor import ExecutorRequest, WorkflowExecutor, WorkflowSpec
 
-__all__ = ["PhaseExecutor", "PlannedPhase"]
+__all__ = ["PHASES", "PhaseExecutor", "PlannedPhase"]
 
 logger = get_logger("agentensemble.phases")
 
 
 @dataclass(frozen=True, slots=True)
 class PlannedPhase:
-    """A phase with its planned tasks and the workflow to run them with."""
+    """A phase with its planned tasks and the executor of its workflow."""
 
     phase: Phase
     plan: tuple[PlannedTask, ...]
-    workflow: Workflow
+    executor: WorkflowExecutor
 
 
 @dataclass(slots=True)
@@ -44,13 +45,8 @@ class _Progress:
 class PhaseExecutor:
     """Runs the phase DAG, each phase with the executor of its workflow."""
 
-    def __init__(
-        self,
-        phases: Sequence[PlannedPhase],
-        strategy: ParallelErrorStrategy = ParallelErrorStrategy.FAIL_FAST,
-    ) -> None:
+    def __init__(self, phases: Sequence[PlannedPhase]) -> None:
         self.phases = tuple(phases)
-        self.strategy = strategy
 
     async def execute(
         self, plan: Sequence[PlannedTask], run: RunContext
@@ -85,15 +81,30 @@ class PhaseExecutor:
 
     async def _run_phase(self, item: PlannedPhase, run: RunContext, progress: _Progress) -> None:
         logger.info("Phase '%s' starting | %d tasks", item.phase.name, len(item.plan))
-        executor = executor_for(item.workflow, self.strategy)
         try:
-            outputs = await executor.execute(item.plan, run)
+            outputs = await item.executor.execute(item.plan, run)
         except Exception as error:
             progress.failures.append((item.phase, error))
             progress.broken.add(item.phase)
             return
         progress.outputs.extend(outputs)
         run.outputs.by_phase[item.phase.name] = outputs
+
+
+async def _build(request: ExecutorRequest) -> PhaseExecutor:
+    """Each phase with the executor its own workflow makes for it."""
+    phases = []
+    for group in request.groups:
+        if group.phase is None:  # the run plans a phased ensemble phase by phase
+            raise AssertionError("a task group of a phased run without its phase")
+        spec = request.workflows[group.workflow]
+        executor = await spec.build(dataclasses.replace(request, groups=(group,)))
+        phases.append(PlannedPhase(group.phase, group.tasks, executor))
+    return PhaseExecutor(phases)
+
+
+PHASES = WorkflowSpec(name="PHASES", build=_build)
+"""Named groups of tasks as a DAG, each group under its own workflow."""
 
 
 def _raise_first_failure(progress: _Progress, run: RunContext) -> None:

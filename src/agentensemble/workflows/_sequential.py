@@ -6,13 +6,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentensemble._control import ControlFlowSignal
+from agentensemble.enums import Workflow
 from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
 from agentensemble.execution._task_runner import context_outputs, run_task
 from agentensemble.outputs import TaskOutput
+from agentensemble.workflows._executor import ExecutorRequest, WorkflowSpec
 
-__all__ = ["SequentialExecutor"]
+__all__ = ["SEQUENTIAL", "SequentialExecutor"]
 
 
 class SequentialExecutor:
@@ -52,3 +54,11 @@ class SequentialExecutor:
                 ) from error
             outputs.append(output)
         return tuple(outputs)
+
+
+async def _build(request: ExecutorRequest) -> SequentialExecutor:
+    return SequentialExecutor()
+
+
+SEQUENTIAL = WorkflowSpec(name=Workflow.SEQUENTIAL.value, build=_build, ordered=True)
+"""Tasks one after another, in declared order."""

@@ -1,0 +1,421 @@
+"""`TraceFold`: a run's events folded into its `ExecutionTrace`, task traces and metrics.
+
+The live run feeds its fold every event as it is emitted (before any listener), and reads
+each task's trace and metrics back from it when the task completes; a saved event log folds
+into the same trace (`ExecutionTrace.from_events`). The fold keeps only what the trace
+needs: per task, its start, prompts, model calls with their tool calls, delegations and
+memory operations, until the task ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from agentensemble.observability._capture import CaptureMode
+from agentensemble.observability._cost import CostConfiguration
+from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    Event,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
+    MemoryOperationEvent,
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskInputEvent,
+    TaskStartEvent,
+    ToolCallEvent,
+)
+from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics, add_known
+from agentensemble.observability._recording import capture_messages, parse_input
+from agentensemble.observability._trace import (
+    DelegationTrace,
+    ExecutionTrace,
+    LlmInteraction,
+    MemoryOperationTrace,
+    PromptTrace,
+    TaskTrace,
+    ToolCallTrace,
+)
+
+__all__ = ["TraceFold", "Usage"]
+
+_WRITES = frozenset({"store", "evict", "clear"})
+"""Memory operations that are not retrievals (not in `memory_retrieval_time`)."""
+
+
+class Usage(NamedTuple):
+    """Model calls so far: tokens (-1 when any call reported none) and counts."""
+
+    input_tokens: int
+    output_tokens: int
+    model_calls: int
+    tool_calls: int = 0
+
+
+class _Call:
+    """One model call being assembled: its request, its answer, then its tool calls."""
+
+    __slots__ = ("completed", "started", "tool_calls")
+
+    def __init__(self, started: LlmIterationStartedEvent | None) -> None:
+        self.started = started
+        self.completed: LlmIterationCompletedEvent | None = None
+        self.tool_calls: list[ToolCallTrace] = []
+
+
+class _Task:
+    """One task execution being assembled, with its running totals."""
+
+    __slots__ = (
+        "calls",
+        "delegations",
+        "input_tokens",
+        "llm_calls",
+        "llm_latency",
+        "memory",
+        "memory_time",
+        "output_tokens",
+        "prompt_time",
+        "prompts",
+        "start",
+        "tool_calls",
+        "tool_time",
+    )
+
+    def __init__(self, start: TaskStartEvent) -> None:
+        self.start = start
+        self.prompts: PromptTrace | None = None
+        self.prompt_time = timedelta(0)
+        self.calls: list[_Call] = []
+        self.delegations: list[DelegationTrace] = []
+        self.memory: list[MemoryOperationTrace] = []
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.llm_calls = 0
+        self.llm_latency = timedelta(0)
+        self.tool_calls = 0
+        self.tool_time = timedelta(0)
+        self.memory_time = timedelta(0)
+
+    def metrics(self, cost: CostConfiguration | None) -> TaskMetrics:
+        return TaskMetrics(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=add_known(self.input_tokens, self.output_tokens),
+            llm_latency=self.llm_latency,
+            tool_execution_time=self.tool_time,
+            prompt_build_time=self.prompt_time,
+            memory_retrieval_time=self.memory_time,
+            llm_call_count=self.llm_calls,
+            tool_call_count=self.tool_calls,
+            memory_operations=len(self.memory),
+            cost_estimate=cost.estimate(self.input_tokens, self.output_tokens) if cost else None,
+        )
+
+
+class TraceFold:
+    """Folds one run's events (``on(event)``, then ``result()``) into its trace."""
+
+    def __init__(self) -> None:
+        self._started: EnsembleStartedEvent | None = None
+        self._capture = CaptureMode.OFF
+        self._cost: CostConfiguration | None = None
+        self._running: dict[str, _Task] = {}
+        self._done: dict[str, tuple[TaskTrace, TaskMetrics]] = {}
+        self._result: ExecutionTrace | None = None
+        self._requests: dict[str, DelegationStartedEvent] = {}
+        self._metrics: tuple[tuple[int, tuple[LlmInteraction, ...]], ExecutionMetrics] | None = None
+        self.run_usage = Usage(0, 0, 0)
+        """The run's model calls so far (every task, running or done): tokens and calls."""
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> ExecutionTrace:
+        """The trace of a whole run's events (they must end with `ensemble_completed`)."""
+        fold = cls()
+        for event in events:
+            fold.on(event)
+        return fold.result()
+
+    def on(self, event: Event) -> None:
+        """Take in one event (events of kinds the trace does not record are ignored)."""
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def result(self) -> ExecutionTrace:
+        """The run's trace, once `ensemble_completed` has been folded in."""
+        if self._result is None:
+            raise ValueError("the events do not include the run's ensemble_completed event")
+        return self._result
+
+    def task_result(self, task_id: str) -> tuple[TaskTrace, TaskMetrics]:
+        """The trace and metrics of a completed task."""
+        return self._done[task_id]
+
+    def usage(self, task_id: str) -> Usage:
+        """A running task's model calls so far: tokens and calls."""
+        task = self._running.get(task_id)
+        if task is None:
+            return Usage(0, 0, 0)
+        return Usage(task.input_tokens, task.output_tokens, task.llm_calls, task.tool_calls)
+
+    def metrics(self, synthesis: Iterable[LlmInteraction] = ()) -> ExecutionMetrics:
+        """The run's totals: every completed task (delegated workers too) and the model calls
+        made while planning."""
+        interactions = tuple(synthesis)
+        key = (len(self._done), interactions)
+        if self._metrics is None or self._metrics[0] != key:
+            tasks = [metrics for _, metrics in self._done.values()]
+            if interactions:
+                tasks.append(_synthesis_metrics(interactions))
+            self._metrics = (key, ExecutionMetrics.of(tasks))
+        return self._metrics[1]
+
+    def trace_for(self, completed: EnsembleCompletedEvent) -> ExecutionTrace:
+        """The trace the run would have if it ended with `completed` (nothing is kept)."""
+        started = self._started
+        if started is None:
+            raise ValueError("the events do not include the run's ensemble_started event")
+        labels = {label.task_index: label for label in completed.node_labels}
+        traces = []
+        for task_id in completed.output_task_ids:
+            task_trace = self._done[task_id][0]
+            label = labels.get(task_trace.task_index)
+            if label is not None:
+                task_trace = dataclasses.replace(
+                    task_trace, node_type=label.node_type, map_reduce_level=label.map_reduce_level
+                )
+            traces.append(task_trace)
+        metrics = self.metrics(completed.agent_synthesis)
+        return ExecutionTrace(
+            ensemble_id=started.ensemble_id,
+            workflow=started.workflow,
+            capture_mode=started.capture_mode,
+            started_at=started.timestamp,
+            completed_at=started.timestamp + completed.duration,
+            total_duration=completed.duration,
+            exit_reason=completed.exit_reason,
+            inputs=dict(started.inputs),
+            agents=completed.agents,
+            task_traces=tuple(traces),
+            metrics=metrics,
+            total_cost_estimate=metrics.total_cost_estimate,
+            errors=completed.errors,
+            agent_synthesis=completed.agent_synthesis,
+            map_reduce_levels=completed.map_reduce_levels,
+        )
+
+    # ---- the run ---------------------------------------------------------------------------
+
+    def _ensemble_started(self, event: EnsembleStartedEvent) -> None:
+        self._started = event
+        self._capture = CaptureMode(event.capture_mode)
+        self._cost = event.cost_configuration
+
+    def _ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
+        self._result = self.trace_for(event)
+
+    # ---- tasks -----------------------------------------------------------------------------
+
+    def _task_started(self, event: TaskStartEvent) -> None:
+        self._running[event.task_id] = _Task(event)
+
+    def _task_input(self, event: TaskInputEvent) -> None:
+        task = self._running.get(event.task_id)
+        if task is not None:
+            task.prompts = PromptTrace(system=event.system_prompt, user=event.user_prompt)
+            task.prompt_time = event.prompt_build_time
+
+    def _task_completed(self, event: TaskCompleteEvent) -> None:
+        task = self._running.pop(event.task_id, None)
+        if task is None:
+            return
+        start, metrics = task.start, task.metrics(self._cost)
+        trace = TaskTrace(
+            task_index=start.task_index,
+            agent_role=start.agent_role,
+            task_description=start.task_description,
+            expected_output=start.expected_output,
+            started_at=start.timestamp,
+            completed_at=start.timestamp + event.duration,
+            duration=event.duration,
+            prompts=task.prompts,
+            llm_interactions=tuple(self._interaction(call) for call in task.calls),
+            delegations=tuple(task.delegations),
+            memory_operations=tuple(task.memory),
+            final_output=event.raw,
+            parsed_output=event.parsed_output,
+            metrics=metrics,
+        )
+        self._done[event.task_id] = (trace, metrics)
+
+    def _task_failed(self, event: TaskFailedEvent) -> None:
+        self._running.pop(event.task_id, None)
+
+    # ---- model and tool calls --------------------------------------------------------------
+
+    def _llm_started(self, event: LlmIterationStartedEvent) -> None:
+        task = self._running.get(event.task_id)
+        if task is not None:
+            task.calls.append(_Call(event))
+
+    def _llm_completed(self, event: LlmIterationCompletedEvent) -> None:
+        task = self._running.get(event.task_id)
+        if task is None:
+            return
+        if not task.calls or task.calls[-1].completed is not None:
+            task.calls.append(_Call(None))
+        task.calls[-1].completed = event
+        task.input_tokens = add_known(task.input_tokens, event.input_tokens)
+        task.output_tokens = add_known(task.output_tokens, event.output_tokens)
+        task.llm_latency += event.latency
+        task.llm_calls += 1
+        run = self.run_usage
+        self.run_usage = Usage(
+            add_known(run.input_tokens, event.input_tokens),
+            add_known(run.output_tokens, event.output_tokens),
+            run.model_calls + 1,
+        )
+
+    def _tool_called(self, event: ToolCallEvent) -> None:
+        task = self._running.get(event.task_id)
+        if task is None or not task.calls:
+            return
+        if event.outcome != "SKIPPED_MAX_ITERATIONS":
+            task.tool_calls += 1
+            task.tool_time += event.duration
+        started_at = event.timestamp - event.duration
+        task.calls[-1].tool_calls.append(
+            ToolCallTrace(
+                tool_call_id=event.tool_call_id,
+                tool_name=event.tool_name,
+                arguments=event.tool_arguments,
+                parsed_input=parse_input(event.tool_arguments)
+                if self._capture is CaptureMode.FULL
+                else None,
+                result=event.tool_result,
+                structured_output=event.structured_result,
+                started_at=started_at,
+                completed_at=event.timestamp,
+                duration=event.duration,
+                outcome=event.outcome,
+            )
+        )
+
+    def _interaction(self, call: _Call) -> LlmInteraction:
+        completed = call.completed
+        if completed is None:  # a call whose answer never came: not part of a completed task
+            raise ValueError("a model call of a completed task has no answer")
+        started_at = call.started.timestamp if call.started else completed.timestamp
+        messages = call.started.messages if call.started else ()
+        final = completed.response_type == "FINAL_ANSWER"
+        return LlmInteraction(
+            iteration_index=completed.iteration_index,
+            started_at=started_at,
+            completed_at=started_at + completed.latency,
+            latency=completed.latency,
+            input_tokens=completed.input_tokens,
+            output_tokens=completed.output_tokens,
+            response_type=completed.response_type,
+            # a final answer's text is the task's final_output: one copy, not two
+            response_text=None if final else completed.response_text,
+            tool_calls=_in_request_order(call.tool_calls, completed),
+            messages=capture_messages(messages) if self._capture is not CaptureMode.OFF else (),
+        )
+
+    # ---- memory and delegation -------------------------------------------------------------
+
+    def _memory_operation(self, event: MemoryOperationEvent) -> None:
+        task = self._running.get(event.task_id)
+        if task is None:
+            return
+        if event.operation not in _WRITES:
+            task.memory_time += event.duration
+        task.memory.append(
+            MemoryOperationTrace(
+                operation=event.operation,
+                scope=event.scope,
+                entry_count=event.entry_count,
+                started_at=event.timestamp - event.duration,
+                duration=event.duration,
+            )
+        )
+
+    def _delegation_started(self, event: DelegationStartedEvent) -> None:
+        self._requests[event.delegation_id] = event
+
+    def _delegation_ended(self, event: DelegationCompletedEvent | DelegationFailedEvent) -> None:
+        request = self._requests.pop(event.delegation_id, None)
+        task = self._running.get(event.task_id)
+        if task is None:
+            return
+        worker = self._done.get(event.delegation_id)
+        if isinstance(event, DelegationFailedEvent):
+            raw, worker_trace = None, None
+            error = event.errors[0] if event.errors else None
+        else:
+            raw, worker_trace, error = event.raw_output, worker[0] if worker else None, None
+        task.delegations.append(
+            DelegationTrace(
+                delegation_id=event.delegation_id,
+                worker_role=event.worker_role,
+                task_description=request.task_description if request else "",
+                status=event.status,  # type: ignore[arg-type]  # the event's own status text
+                raw_output=raw,
+                duration=event.duration,
+                worker_trace=worker_trace,
+                error=error,
+            )
+        )
+
+
+_HANDLERS: dict[type[Any], Callable[[TraceFold, Any], None]] = {
+    EnsembleStartedEvent: TraceFold._ensemble_started,
+    EnsembleCompletedEvent: TraceFold._ensemble_completed,
+    TaskStartEvent: TraceFold._task_started,
+    TaskInputEvent: TraceFold._task_input,
+    TaskCompleteEvent: TraceFold._task_completed,
+    TaskFailedEvent: TraceFold._task_failed,
+    LlmIterationStartedEvent: TraceFold._llm_started,
+    LlmIterationCompletedEvent: TraceFold._llm_completed,
+    ToolCallEvent: TraceFold._tool_called,
+    MemoryOperationEvent: TraceFold._memory_operation,
+    DelegationStartedEvent: TraceFold._delegation_started,
+    DelegationCompletedEvent: TraceFold._delegation_ended,
+    DelegationFailedEvent: TraceFold._delegation_ended,
+}
+"""What the trace takes from each kind of event."""
+
+
+def _in_request_order(
+    traces: list[ToolCallTrace], completed: LlmIterationCompletedEvent
+) -> tuple[ToolCallTrace, ...]:
+    """Tool calls finish in any order; the trace lists them as the model asked for them."""
+    if len(traces) <= 1:
+        return tuple(traces)
+    position: dict[str, int] = {}
+    for index, call in enumerate(completed.tool_requests):
+        position.setdefault(call.id, index)
+    last = len(position)
+    return tuple(sorted(traces, key=lambda trace: position.get(trace.tool_call_id, last)))
+
+
+def _synthesis_metrics(interactions: tuple[LlmInteraction, ...]) -> TaskMetrics:
+    inputs = outputs = 0
+    for interaction in interactions:
+        inputs = add_known(inputs, interaction.input_tokens)
+        outputs = add_known(outputs, interaction.output_tokens)
+    return TaskMetrics(
+        input_tokens=inputs,
+        output_tokens=outputs,
+        total_tokens=add_known(inputs, outputs),
+        llm_latency=sum((interaction.latency for interaction in interactions), timedelta(0)),
+        llm_call_count=len(interactions),
+    )
