@@ -188,15 +188,29 @@ def _with_team(run: RunContext, plan: RunPlan) -> RunContext:
     return run if plan.team is None else dataclasses.replace(run, team=plan.team)
 
 
+_NO_OPTIONS = RunOptions()
+"""The options of a run given none (immutable, so one object serves every run)."""
+
+
 def _check_options(options: object) -> RunOptions:
     if options is None:
-        return RunOptions()
+        return _NO_OPTIONS
     if not isinstance(options, RunOptions):
         raise ValidationError(f"run options must be a RunOptions, got: {options!r}")
     return options
 
 
 def _validate(ensemble: Ensemble) -> _Shape:
+    """The ensemble checked (BEHAVIOUR 2), once per ensemble: its configuration is
+    immutable, so later runs reuse the first run's result."""
+    shape: _Shape | None = ensemble._validated
+    if shape is None:
+        shape = _check(ensemble)
+        object.__setattr__(ensemble, "_validated", shape)
+    return shape
+
+
+def _check(ensemble: Ensemble) -> _Shape:
     if ensemble.tasks and ensemble.phases:
         raise ValidationError(
             "Cannot mix tasks and phases on the same Ensemble. Use flat tasks for simple "

@@ -10,7 +10,6 @@ No other event is ever dropped.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 from collections import deque
@@ -24,6 +23,7 @@ from agentensemble.observability import Event, TokenEvent
 from agentensemble.options import RunOptions
 
 if TYPE_CHECKING:
+    import asyncio
     from types import TracebackType
     from typing import Self
 
@@ -50,6 +50,8 @@ class _Buffer:
     """The bounded queue between the run's listener and the stream's reader."""
 
     def __init__(self, max_size: int) -> None:
+        import asyncio  # loaded with the first stream, not with the package
+
         self.max_size = max_size
         self.events: deque[Event] = deque()
         self.readable = asyncio.Event()
@@ -217,6 +219,8 @@ class EventStream(AsyncIterator[Event]):
             raise
 
     async def __anext__(self) -> Event:
+        import asyncio
+
         """The next event; at the end, the run's error or `StopAsyncIteration`."""
         task = self._started()
         while (event := self._buffer.take()) is None:
@@ -232,6 +236,8 @@ class EventStream(AsyncIterator[Event]):
         return event
 
     def _started(self) -> asyncio.Task[EnsembleOutput]:
+        import asyncio
+
         if self._task is None:
             self._task = asyncio.create_task(self._start(self._options))
             self._task.add_done_callback(self._buffer.run_ended)
@@ -245,6 +251,8 @@ class EventStream(AsyncIterator[Event]):
         raise StopAsyncIteration
 
     async def aclose(self) -> None:
+        import asyncio
+
         """Cancel the run if it is still running and wait until it has wound down (its
         ``ensemble_completed`` event sent, its trace exported). Calling it again does
         nothing; after the end of the iteration it does nothing."""

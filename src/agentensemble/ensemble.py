@@ -166,6 +166,9 @@ class Ensemble(EnsembleSettings):
     """Called when a delegation fails."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
     _manager_model: ChatModel | None = field(init=False, default=None, repr=False)
+    _validated: Any = field(init=False, default=None, repr=False)
+    """What the run-time checks made of this configuration, kept by the first run that
+    passed them: the configuration is immutable, so every later run reuses it."""
     event_listeners: tuple[object, ...] = field(init=False, default=(), repr=False)
     """What every run of this ensemble notifies: `listeners`, then one for the keyword
     callbacks (derived; per-run listeners come from `RunOptions`)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from agentensemble.observability import _events
+from agentensemble.observability import _events, _trace
 from agentensemble.observability._events import EVENT_TYPES, EventBase, TaskEvent
 
 DOC = Path(__file__).parents[2] / "docs" / "observability.md"
@@ -38,7 +38,7 @@ def _own_fields(kind: type[Any]) -> list[str]:
     inherited = {field.name for field in dataclasses.fields(TaskEvent)}
     base = {field.name for field in dataclasses.fields(EventBase)}
     common = inherited if issubclass(kind, TaskEvent) else base
-    hints = get_type_hints(kind, vars(_events))
+    hints = get_type_hints(kind, {**vars(_events), **vars(_trace)})
     return [
         f"`{field.name}`: {_type_name(hints[field.name])}"
         for field in dataclasses.fields(kind)

@@ -57,14 +57,22 @@ class CapabilityFacts:
         }
 
     async def _emit(
-        self, kind: Callable[..., Event], ids: dict[str, Any] | None = None, **fields: Any
+        self,
+        kind: Callable[..., Event],
+        ids: dict[str, Any] | None = None,
+        timestamp: datetime | None = None,
+        **fields: Any,
     ) -> None:
-        """Emit one event of the task: the next `seq`, now, the task's ids (or `ids`), then
-        `fields`. The folds always see it; listeners only when one handles its kind."""
+        """Emit one event of the task: the next `seq`, `timestamp` (else now), the task's ids
+        (or `ids`), then `fields`. The folds always see it; listeners only when one handles
+        its kind."""
         events = self.events
-        if "timestamp" not in fields:
-            fields["timestamp"] = datetime.now(UTC)
-        event = kind(seq=events.next_seq(), **(ids or self._ids), **fields)
+        event = kind(
+            seq=events.next_seq(),
+            timestamp=timestamp or datetime.now(UTC),
+            **(ids or self._ids),
+            **fields,
+        )
         events.record(event)
         if events.wants(type(event)):
             await events.deliver(event)

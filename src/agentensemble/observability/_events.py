@@ -20,16 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from agentensemble.models import Message, ToolCall
 from agentensemble.observability._cost import CostConfiguration
-from agentensemble.observability._trace import (
-    AgentSummary,
-    ErrorTrace,
-    LlmInteraction,
-    MapReduceLevelSummary,
-)
+
+if TYPE_CHECKING:  # named only in annotations: `event_adapter` resolves them when it builds
+    from agentensemble.observability._trace import (
+        AgentSummary,
+        ErrorTrace,
+        LlmInteraction,
+        MapReduceLevelSummary,
+    )
 
 __all__ = [
     "DelegationCompletedEvent",

@@ -13,7 +13,6 @@ from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 from agentensemble.observability._events import EVENT_TYPES, TokenEvent
-from agentensemble.observability._trace_fold import TraceFold
 
 if TYPE_CHECKING:
     import asyncio
@@ -318,6 +317,8 @@ class EventDispatcher:
     listeners in registration order, isolating failures."""
 
     def __init__(self, listeners: Sequence[object], folds: Sequence[Fold] = ()) -> None:
+        from agentensemble.observability._trace_fold import TraceFold  # loads with the first run
+
         self.listeners = tuple(listeners)
         self.trace = TraceFold()
         """The run's trace, folded from its events as they are emitted (the first fold)."""

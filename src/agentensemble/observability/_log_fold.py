@@ -53,10 +53,15 @@ class LogFold:
         self._verbose = verbose
         self._verbose_roles = verbose_roles
         self._truncate = tool_log_truncate_length
+        chatty = any(
+            logger.isEnabledFor(logging.DEBUG if logger is agent_logger else logging.INFO)
+            for logger in (agent_logger, task_logger)
+        )
+        self._handlers = _HANDLERS if chatty else _WARNINGS
 
     def on(self, event: object) -> None:
         """Log the event, if it is one that has a log line."""
-        handler = _HANDLERS.get(type(event))
+        handler = self._handlers.get(type(event))
         if handler is not None:
             handler(self, event)
 
@@ -191,3 +196,10 @@ _HANDLERS: dict[type[Any], Callable[[LogFold, Any], None]] = {
     ReviewTimedOutEvent: LogFold._review_timed_out,
 }
 """The events that have a log line."""
+
+_WARNINGS: dict[type[Any], Callable[[LogFold, Any], None]] = {
+    kind: _HANDLERS[kind]
+    for kind in (ToolCallEvent, DelegationFailedEvent, GuardrailCheckedEvent, ReviewTimedOutEvent)
+}
+"""The events that may log a warning: all a run looks at when its loggers are quieter than
+INFO (the common case, where logging is not configured)."""

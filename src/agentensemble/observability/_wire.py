@@ -46,6 +46,15 @@ def event_adapter() -> TypeAdapter[Event]:
 
         from agentensemble.observability._events import Event
 
+        # The trace types the events name only in annotations: pydantic resolves them from
+        # this frame's names when it builds the adapter.
+        from agentensemble.observability._trace import (  # noqa: F401
+            AgentSummary,
+            ErrorTrace,
+            LlmInteraction,
+            MapReduceLevelSummary,
+        )
+
         _ADAPTER = TypeAdapter(Annotated[Event, Field(discriminator="type")])
     return _ADAPTER
 

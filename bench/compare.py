@@ -1,0 +1,130 @@
+"""Two commits side by side, in one run: the engine figures of `overhead.py` and
+`parallel.py` for a base commit and for the working tree. Prints JSON.
+
+    python bench/compare.py --base 723d394 [--runs 200] [--repeats 2]
+
+The base commit is checked out into a temporary git worktree; each benchmark runs in a fresh
+interpreter with ``PYTHONPATH`` pointing at one tree's ``src`` (the benchmark scripts of the
+working tree are used for both: they use only the public API). The trees alternate, base
+first, `repeats` times, and the best figure of each is kept (lower is better for every
+figure), so a moment of machine noise does not decide the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+FIGURES = {
+    "overhead.py": {
+        "import_ms": ("import_ms",),
+        "cpu_us_per_task_no_tools": ("cpu_us_per_task_no_tools",),
+        "cpu_us_per_task_capture_off": (
+            "cpu_us_per_task_with_one_tool_call_by_capture_mode",
+            "OFF",
+        ),
+        "cpu_us_per_task_capture_full": (
+            "cpu_us_per_task_with_one_tool_call_by_capture_mode",
+            "FULL",
+        ),
+        "cpu_us_per_tool_round_trip_async_tool": ("cpu_us_per_tool_round_trip_async_tool",),
+    },
+    "parallel.py": {
+        "dag_10000_wall_s": ("layered_dag_10000", "wall_s"),
+        "dag_10000_cpu_us_per_task": ("layered_dag_10000", "cpu_us_per_task"),
+    },
+}
+"""Where each compared figure sits in each benchmark's JSON."""
+
+
+def run_bench(script: str, src: Path, extra: list[str]) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    completed = subprocess.run(
+        [sys.executable, str(HERE / script), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
+
+
+def pick(result: dict[str, Any], path: tuple[str, ...]) -> float:
+    value: Any = result
+    for key in path:
+        value = value[key]
+    return float(value)
+
+
+def measure(src: Path, runs: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for script, wanted in FIGURES.items():
+        extra = ["--runs", str(runs)] if script == "overhead.py" else []
+        result = run_bench(script, src, extra)
+        figures.update({name: pick(result, path) for name, path in wanted.items()})
+    return figures
+
+
+def best_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {name: min(round_[name] for round_ in rounds) for name in rounds[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", required=True, help="the commit to compare against")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        base_tree = Path(directory) / "base"
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(ROOT),
+                "worktree",
+                "add",
+                "--detach",
+                "-q",
+                str(base_tree),
+                args.base,
+            ],
+            check=True,
+        )
+        try:
+            rounds: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
+            for _ in range(args.repeats):
+                rounds["base"].append(measure(base_tree / "src", args.runs))
+                rounds["new"].append(measure(ROOT / "src", args.runs))
+        finally:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
+                check=True,
+            )
+    base, new = best_of(rounds["base"]), best_of(rounds["new"])
+    report = {
+        "base": args.base,
+        "figures": {
+            name: {"base": base[name], "new": new[name], "ratio": round(new[name] / base[name], 3)}
+            for name in base
+        },
+        "runs": args.runs,
+        "repeats": args.repeats,
+        "python": sys.version.split()[0],
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
