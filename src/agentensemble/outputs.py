@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from agentensemble._frozen import direct_init
 from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 
@@ -21,6 +22,7 @@ T = TypeVar("T")
 Out = TypeVar("Out", covariant=True)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class TaskOutput(Generic[Out]):
     """The result of one task; generic in the task's output type (see `parsed_output`)."""
@@ -69,6 +71,7 @@ class TaskOutput(Generic[Out]):
         return checked
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class EnsembleOutput:
     """The result of a run: every task output plus totals."""

@@ -337,6 +337,4 @@ async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() 
     with pytest.raises(asyncio.CancelledError):
         await run
     assert sorted(cancelled) == [0, 1, 2]
-    assert [(c.exit_reason, c.error_type) for c in completions] == [
-        ("ERROR", "CancelledError")
-    ]
+    assert [(c.exit_reason, c.error_type) for c in completions] == [("ERROR", "CancelledError")]

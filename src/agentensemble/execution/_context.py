@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import NOTHING
+from agentensemble._frozen import direct_init
 from agentensemble.enums import ContextFormat
 from agentensemble.execution._deadlines import Deadlines
 from agentensemble.models import RateLimit, RateLimiter
@@ -101,6 +102,7 @@ class RunStop:
             self.signal = signal
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class RunLimiters:
     """The rate-limit buckets that belong to one run: the ensemble's (for tasks on the
@@ -133,6 +135,7 @@ class RunLimiters:
         return self.ensemble
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunContext:
     """Everything one run shares across its tasks. Built once per run, and completed with
@@ -185,6 +188,7 @@ class RunContext:
         return self._slots if self._slots is not None else NOTHING
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskContext:
     """One execution of one planned task: the run it belongs to and its identity."""

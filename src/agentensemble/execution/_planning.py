@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from agentensemble._frozen import direct_init
 from agentensemble.agent import Agent
 from agentensemble.delegation._tools import DELEGATE
 from agentensemble.errors import PromptTemplateError, ValidationError
@@ -66,6 +67,7 @@ DelegationMode = Literal["manager", "peer"]
 """How a task delegates: as the hierarchical manager (``delegate_task``) or as a peer."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PlannedTask:
     """One task as a run executes it."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentensemble._frozen import direct_init
 from agentensemble._logging import get_logger
 from agentensemble.execution._facts import CapabilityFacts, failure_reason
 from agentensemble.models import AssistantMessage, ChatResponse, Message, ToolCall, model_name_of
@@ -42,6 +43,7 @@ logger = get_logger("agentensemble.agent")
 ResponseType = Literal["TOOL_CALLS", "FINAL_ANSWER"]
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Turn:
     """One model call: what was sent, what came back, and how long it took."""

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentensemble._frozen import direct_init
+
 __all__ = [
     "AssistantMessage",
     "ChatResponse",
@@ -19,6 +21,7 @@ __all__ = [
 ]
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool invocation requested by the model."""
@@ -31,6 +34,7 @@ class ToolCall:
     """The arguments as JSON text, exactly as the model produced it (possibly malformed)."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool offered to the model."""
@@ -41,6 +45,7 @@ class ToolSpec:
     """A JSON Schema object describing the arguments."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class SystemMessage:
     """Instructions for the model."""
@@ -49,6 +54,7 @@ class SystemMessage:
     type: Literal["system"] = field(default="system", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class UserMessage:
     """A user turn."""
@@ -57,6 +63,7 @@ class UserMessage:
     type: Literal["user"] = field(default="user", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class AssistantMessage:
     """A model turn: final text, tool calls, or both."""
@@ -66,6 +73,7 @@ class AssistantMessage:
     type: Literal["assistant"] = field(default="assistant", init=False)
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ToolResultMessage:
     """The result of one tool call, sent back to the model."""
@@ -80,6 +88,7 @@ Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 """Any message in a conversation."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token usage of one model call; `None` where the provider reported none."""
@@ -88,6 +97,7 @@ class Usage:
     output_tokens: int | None = None
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
     """What a model returns for one request."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
+from agentensemble._frozen import direct_init
 from agentensemble.models import Message, ToolCall
 from agentensemble.observability._cost import CostConfiguration
 
@@ -525,3 +526,7 @@ Event = (
 
 EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
 """Every kind of event, in the union's order."""
+
+
+for _kind in EVENT_TYPES:  # every event is built once per fact: see `direct_init`
+    direct_init(_kind)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
+from agentensemble._frozen import direct_init
+
 __all__ = ["ExecutionMetrics", "TaskMetrics", "add_known"]
 
 UNKNOWN = -1
@@ -20,6 +22,7 @@ def add_known(left: int, right: int | None) -> int:
     return left + right
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskMetrics:
     """What one task cost. Token counts are -1 when any model call reported no usage."""
@@ -40,6 +43,7 @@ class TaskMetrics:
     """Estimated cost, when a cost configuration is set and tokens are known."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionMetrics:
     """Totals over every task of a run; -1 token totals when any task's tokens are unknown."""

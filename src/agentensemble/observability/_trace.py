@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from agentensemble._frozen import direct_init
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 
 __all__ = [
@@ -37,6 +38,7 @@ SCHEMA_VERSION = "1.2"
 ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapturedToolCall:
     """A tool call inside a captured message."""
@@ -46,6 +48,7 @@ class CapturedToolCall:
     arguments: str
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapturedMessage:
     """One message of the conversation sent to the model (capture mode STANDARD and up)."""
@@ -57,6 +60,7 @@ class CapturedMessage:
     tool_call_id: str | None = None
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallTrace:
     """One tool call the model requested, run or skipped."""
@@ -76,6 +80,7 @@ class ToolCallTrace:
     outcome: ToolOutcome
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LlmInteraction:
     """One model call and the tool calls it requested."""
@@ -95,6 +100,7 @@ class LlmInteraction:
     """The whole conversation sent (capture mode STANDARD and up)."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptTrace:
     """The prompts an agent task started from."""
@@ -103,6 +109,7 @@ class PromptTrace:
     user: str
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryOperationTrace:
     """One memory operation of a task (see `MemoryOperationEvent` for the operations)."""
@@ -114,6 +121,7 @@ class MemoryOperationTrace:
     duration: timedelta
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DelegationTrace:
     """A subtask handed to another agent, with the worker's own trace when it ran."""
@@ -131,6 +139,7 @@ class DelegationTrace:
     """Why the attempt failed: the text the delegating model was shown."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskTrace:
     """Everything one task did."""
@@ -158,6 +167,7 @@ class TaskTrace:
     level."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MapReduceLevelSummary:
     """One level of a `MapReduceEnsemble` run."""
@@ -175,6 +185,7 @@ class MapReduceLevelSummary:
     workflow: str = "PARALLEL"
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentSummary:
     """An agent that took part in the run."""
@@ -186,6 +197,7 @@ class AgentSummary:
     allow_delegation: bool
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorTrace:
     """A task failure recorded in the trace of a run that failed."""
@@ -196,6 +208,7 @@ class ErrorTrace:
     message: str
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionTrace:
     """The trace of one run. ``to_json()`` writes it; ``ExecutionTrace.from_json`` reads it."""

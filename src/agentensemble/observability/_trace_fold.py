@@ -132,8 +132,8 @@ class TraceFold:
         self._result: ExecutionTrace | None = None
         self._requests: dict[str, DelegationStartedEvent] = {}
         self._metrics: tuple[tuple[int, tuple[LlmInteraction, ...]], ExecutionMetrics] | None = None
-        self.run_usage = Usage(0, 0, 0)
-        """The run's model calls so far (every task, running or done): tokens and calls."""
+        self._run_tokens = [0, 0, 0]
+        """The run's input tokens, output tokens and model calls so far."""
 
     @classmethod
     def of(cls, events: Iterable[Event]) -> ExecutionTrace:
@@ -158,6 +158,11 @@ class TraceFold:
     def task_result(self, task_id: str) -> tuple[TaskTrace, TaskMetrics]:
         """The trace and metrics of a completed task."""
         return self._done[task_id]
+
+    @property
+    def run_usage(self) -> Usage:
+        """The run's model calls so far (every task, running or done): tokens and calls."""
+        return Usage(*self._run_tokens)
 
     def usage(self, task_id: str) -> Usage:
         """A running task's model calls so far: tokens and calls."""
@@ -247,7 +252,7 @@ class TraceFold:
             completed_at=start.timestamp + event.duration,
             duration=event.duration,
             prompts=task.prompts,
-            llm_interactions=tuple(self._interaction(call) for call in task.calls),
+            llm_interactions=tuple([self._interaction(call) for call in task.calls]),
             delegations=tuple(task.delegations),
             memory_operations=tuple(task.memory),
             final_output=event.raw,
@@ -277,12 +282,10 @@ class TraceFold:
         task.output_tokens = add_known(task.output_tokens, event.output_tokens)
         task.llm_latency += event.latency
         task.llm_calls += 1
-        run = self.run_usage
-        self.run_usage = Usage(
-            add_known(run.input_tokens, event.input_tokens),
-            add_known(run.output_tokens, event.output_tokens),
-            run.model_calls + 1,
-        )
+        run = self._run_tokens
+        run[0] = add_known(run[0], event.input_tokens)
+        run[1] = add_known(run[1], event.output_tokens)
+        run[2] += 1
 
     def _tool_called(self, event: ToolCallEvent) -> None:
         task = self._running.get(event.task_id)

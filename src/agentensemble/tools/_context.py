@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from agentensemble._frozen import direct_init
 from agentensemble.errors import ToolConfigurationError
 from agentensemble.review._model import (
     DEFAULT_REVIEW_TIMEOUT,
@@ -44,6 +45,7 @@ Delegator: TypeAlias = Callable[[str, str, "str | None"], Awaitable[Any]]
 layer at run time)."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
     """The run identity a tool receives when its first parameter is annotated `ToolContext`.

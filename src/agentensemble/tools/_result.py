@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentensemble._frozen import direct_init
+
 __all__ = ["ToolResult"]
 
 _NO_MESSAGE = "Tool execution failed with no message"
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """The outcome of one tool call. Build it with `ToolResult.success` or `ToolResult.failure`."""
