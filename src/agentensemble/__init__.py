@@ -59,7 +59,6 @@ from agentensemble.guardrails import (
     InputGuardrail,
     OutputGuardrail,
 )
-from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
 from agentensemble.models import (
     AssistantMessage,
     ChatModel,
@@ -126,8 +125,12 @@ from agentensemble.task import Task
 from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 
 if _typing.TYPE_CHECKING:
+    from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
     from agentensemble.mapreduce import MapReduceEnsemble
     from agentensemble.tools import HumanInputTool
+
+
+_HOOK_NAMES = frozenset({"HookDecision", "PendingModelCall", "PendingToolCall", "UsageSoFar"})
 
 
 def __getattr__(name: str) -> _typing.Any:
@@ -135,6 +138,10 @@ def __getattr__(name: str) -> _typing.Any:
         from agentensemble.tools import _human_input
 
         return _human_input.HumanInputTool
+    if name in _HOOK_NAMES:  # loads on first use
+        from agentensemble import hooks
+
+        return getattr(hooks, name)
     if name == "MapReduceEnsemble":  # loads on first use
         from agentensemble import mapreduce
 

@@ -9,6 +9,7 @@ contexts), so the difference is a large part of its own cost per task.
 from __future__ import annotations
 
 import dataclasses
+from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 __all__ = ["direct_init"]
@@ -17,11 +18,34 @@ C = TypeVar("C", bound=type)
 
 
 def direct_init(cls: C) -> C:
-    """Give a frozen, slotted dataclass an ``__init__`` with the same keyword arguments and
-    defaults (factories included) that sets each slot through its descriptor, then calls
+    """Give a frozen, slotted dataclass an ``__init__`` with the same arguments and defaults
+    (factories included) that sets each slot through its descriptor, then calls
     ``__post_init__`` if the class has one. The class stays frozen for everyone else, and
     `dataclasses.replace` works as before. Apply it above ``@dataclass``, on classes without
-    ``InitVar`` pseudo-fields (they would not be passed on)."""
+    ``InitVar`` pseudo-fields (they would not be passed on).
+
+    The new ``__init__`` is written when the first instance is made, so importing the class
+    costs nothing more; a subclass keeps the dataclass's own."""
+    original = vars(cls)["__init__"]
+    for name in (item.name for item in dataclasses.fields(cls)):
+        _slot(cls, name)  # refuse a class without slots now, not at its first instance
+
+    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if type(self) is not cls:
+            original(self, *args, **kwargs)
+            return
+        fast = _fast_init(cls)
+        setattr(cls, "__init__", fast)  # noqa: B010  (mypy refuses a plain assignment to __init__)
+        fast(self, *args, **kwargs)
+
+    first_init.__qualname__ = f"{cls.__qualname__}.__init__"
+    first_init.__wrapped__ = original  # type: ignore[attr-defined]  # the signature to show
+    setattr(cls, "__init__", first_init)  # noqa: B010
+    return cls
+
+
+def _fast_init(cls: type[Any]) -> Any:
+    """The ``__init__`` of `cls` that sets each slot through its descriptor."""
     params: dict[str, Any] = {"_missing": dataclasses.MISSING}
     positional: list[str] = []
     keywords: list[str] = []
@@ -54,13 +78,13 @@ def direct_init(cls: C) -> C:
     exec("".join(lines), params)  # generated from the class's own fields, as dataclasses does
     init = params["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    setattr(cls, "__init__", init)  # noqa: B010  (mypy refuses a plain assignment to __init__)
-    return cls
+    return init
 
 
 def _slot(cls: type[Any], name: str) -> Any:
     """The descriptor of the slot `name` (on the class or a base)."""
     for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name]
+        found = vars(klass).get(name)
+        if isinstance(found, MemberDescriptorType):
+            return found
     raise TypeError(f"{cls.__name__}.{name} is not a slot: direct_init needs slots=True")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
+from agentensemble._hook_checks import check_hooks
 from agentensemble._inputs import check_inputs
 from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
@@ -22,7 +23,6 @@ from agentensemble.delegation import (
 from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
-from agentensemble.hooks import check_hooks
 from agentensemble.memory import EntityMemory, MemoryStore
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
@@ -98,6 +98,10 @@ class EnsembleSettings:
     """`EnsembleListener` objects (or any objects with some of its methods)."""
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
+    hooks: Sequence[object] = ()
+    """Before-hooks of every run: objects with ``before_model_call`` and/or
+    ``before_tool_call`` returning a `HookDecision`, run in order before each model and tool
+    call (see `agentensemble.hooks`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -144,10 +148,6 @@ class Ensemble(EnsembleSettings):
     """Characters of each tool result the model sees (-1: no limit)."""
     tool_log_truncate_length: int = 200
     """Characters of tool input/output in logs (-1: all, 0: none)."""
-    hooks: Sequence[object] = ()
-    """Before-hooks of every run: objects with ``before_model_call`` and/or
-    ``before_tool_call`` returning a `HookDecision`, run in order before each model and tool
-    call (see `agentensemble.hooks`)."""
     on_task_start: Callback[TaskStartEvent] | None = None
     """Called when a task starts."""
     on_task_complete: Callback[TaskCompleteEvent] | None = None

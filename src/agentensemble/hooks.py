@@ -38,8 +38,6 @@ from agentensemble.tools._context import ToolContext
 
 __all__ = ["HookDecision", "PendingModelCall", "PendingToolCall", "UsageSoFar"]
 
-HOOK_METHODS = ("before_model_call", "before_tool_call")
-"""The methods a hook may define."""
 
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolResultMessage)
 
@@ -214,25 +212,3 @@ def _arguments_text(arguments: object) -> str:
         "HookDecision.change arguments must be JSON text or a dict, got: "
         f"{type(arguments).__name__}"
     )
-
-
-def check_hooks(hooks: object, field: str) -> tuple[object, ...]:
-    """`hooks` as a tuple, each with at least one hook method and no misspelt one (a
-    ``before_*`` method no call uses would silently never run); else a `ValidationError`
-    naming `field`, the index and the value."""
-    checked = as_tuple(hooks, field)
-    known = " or ".join(HOOK_METHODS)
-    for index, hook in enumerate(checked):
-        misspelt = sorted(
-            name
-            for name in dir(type(hook))
-            if name.startswith("before_") and name not in HOOK_METHODS
-        )
-        if misspelt:
-            raise ValidationError(
-                f"{field}[{index}] defines {', '.join(misspelt)}, which is not a hook "
-                f"method (known: {', '.join(HOOK_METHODS)}), got: {hook!r}"
-            )
-        if not any(callable(getattr(type(hook), name, None)) for name in HOOK_METHODS):
-            raise ValidationError(f"{field}[{index}] must have a {known} method, got: {hook!r}")
-    return checked

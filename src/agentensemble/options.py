@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
+from agentensemble._hook_checks import check_hooks
 from agentensemble.errors import ValidationError
-from agentensemble.hooks import check_hooks
 from agentensemble.observability._listeners import check_listeners
 
 __all__ = ["RunOptions"]

@@ -526,3 +526,24 @@ def test_a_hook_may_end_the_run_early_keeping_the_completed_outputs() -> None:
     assert output.exit_reason is ExitReason.USER_EXIT_EARLY
     assert [o.raw for o in output.task_outputs] == ["first done"]
     assert len(llm.requests) == 1
+
+
+def test_a_map_reduce_ensemble_passes_its_hooks_to_every_level() -> None:
+    from agentensemble import MapReduceEnsemble
+
+    class Counting:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def before_model_call(self, call: PendingModelCall) -> None:
+            self.calls += 1
+
+    counting = Counting()
+    llm = ScriptedModel(["a", "b", "c", "merged"])
+    output = MapReduceEnsemble.of(
+        llm, ["x", "y", "z"], "Note", "Merge", chunk_size=3, hooks=[counting]
+    ).run()
+    assert output.raw == "merged"
+    assert counting.calls == 4
+    with pytest.raises(ValidationError, match=r"^MapReduceEnsemble hooks\[0\]"):
+        MapReduceEnsemble.of(llm, ["x"], "Note", "Merge", hooks=[object()])

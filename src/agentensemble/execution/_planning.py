@@ -44,7 +44,7 @@ from agentensemble.models import (
     model_name_of,
 )
 from agentensemble.models._settings import merge_settings
-from agentensemble.observability._metrics import UNKNOWN, TaskMetrics, add_known
+from agentensemble.observability._metrics import UNKNOWN
 from agentensemble.observability._trace import LlmInteraction
 from agentensemble.review import Review, ReviewPolicy
 from agentensemble.review._rules import after_gate, before_gate
@@ -225,24 +225,10 @@ def _resolved(template: str, inputs: Mapping[str, str], field_name: str) -> str:
 
 @dataclass(slots=True)
 class SynthesisLog:
-    """Model calls made while planning (LLM agent synthesis), for the run's trace."""
+    """Model calls made while planning (LLM agent synthesis), for the run's trace (the run's
+    `ensemble_completed` event carries them; the trace fold counts them in the totals)."""
 
     interactions: list[LlmInteraction] = field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    seconds: float = 0.0
-
-    def metrics(self) -> TaskMetrics | None:
-        """These calls as one more set of metrics for the run's totals (None if none)."""
-        if not self.interactions:
-            return None
-        return TaskMetrics(
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            total_tokens=add_known(self.input_tokens, self.output_tokens),
-            llm_latency=timedelta(seconds=self.seconds),
-            llm_call_count=len(self.interactions),
-        )
 
 
 async def plan_tasks(
@@ -346,9 +332,6 @@ class _MeteredModel:
 
     def _record(self, response: ChatResponse, started_at: datetime, seconds: float) -> None:
         log, usage = self._log, response.usage
-        log.seconds += seconds
-        log.input_tokens = add_known(log.input_tokens, usage.input_tokens if usage else None)
-        log.output_tokens = add_known(log.output_tokens, usage.output_tokens if usage else None)
         log.interactions.append(
             LlmInteraction(
                 iteration_index=len(log.interactions),
