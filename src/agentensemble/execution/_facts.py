@@ -4,7 +4,7 @@ reviews), and the one way every fact of a task becomes an event (`_emit`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -56,26 +56,25 @@ class CapabilityFacts:
             "agent_role": self.role,
         }
 
-    async def _emit(
+    def _emit(
         self,
         kind: Callable[..., Event],
         ids: dict[str, Any] | None = None,
         timestamp: datetime | None = None,
         **fields: Any,
-    ) -> None:
+    ) -> Awaitable[None]:
         """Emit one event of the task: the next `seq`, `timestamp` (else now), the task's ids
-        (or `ids`), then `fields`. The folds always see it; listeners only when one handles
-        its kind."""
+        (or `ids`), then `fields`. The folds see it at once; await the result to deliver it
+        to the listeners."""
         events = self.events
-        event = kind(
-            seq=events.next_seq(),
-            timestamp=timestamp or datetime.now(UTC),
-            **(ids or self._ids),
-            **fields,
+        return events.emit(
+            kind(
+                seq=events.next_seq(),
+                timestamp=timestamp or datetime.now(UTC),
+                **(ids or self._ids),
+                **fields,
+            )
         )
-        events.record(event)
-        if events.wants(type(event)):
-            await events.deliver(event)
 
     # ---- delegation ------------------------------------------------------------------------
 
@@ -126,10 +125,10 @@ class CapabilityFacts:
             duration=response.duration,
         )
 
-    async def _emit_delegation(
+    def _emit_delegation(
         self, kind: Callable[..., Event], delegation_id: str, **fields: Any
-    ) -> None:
-        await self.events.emit(
+    ) -> Awaitable[None]:
+        return self.events.emit(
             kind(
                 seq=self.events.next_seq(),
                 ensemble_id=self.task.run.run_id,

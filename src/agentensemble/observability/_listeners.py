@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import itertools
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
@@ -305,6 +305,18 @@ class _Queue:
 _NO_HANDLERS: dict[type[Any], tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_CLASS, ())
 
 
+class _Delivered:
+    """An awaitable that is already done: an event nobody listens to."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+_DELIVERED = _Delivered()
+
+
 class Fold(Protocol):
     """Something the run's events are folded into (the trace, the logs...): called for
     every event, on the event loop, before any listener; must not block or raise."""
@@ -369,10 +381,11 @@ class EventDispatcher:
         """Whether any listener handles events of class `kind`."""
         return bool(self._handlers[kind])
 
-    async def emit(self, event: Event) -> None:
-        """Fold the event into the run's record, then deliver it to the listeners."""
+    def emit(self, event: Event) -> Awaitable[None]:
+        """Fold the event into the run's record now; await the result to deliver it to the
+        listeners (nothing to wait for when no listener handles its kind)."""
         self.record(event)
-        await self.deliver(event)
+        return self.deliver(event) if self._handlers[type(event)] else _DELIVERED
 
     def record(self, event: Event) -> None:
         """Feed the event to the run's folds (the trace, the logs...)."""
