@@ -343,3 +343,15 @@ def test_a_request_offers_the_tools_of_the_agent() -> None:
     request: ModelRequest = llm.requests[1]
     assert [spec.name for spec in request.tools] == ["lookup"]
     assert isinstance(request.messages[-1], ToolResultMessage)
+
+
+def test_a_run_id_is_a_version_4_uuid_in_its_usual_text_form() -> None:
+    import uuid
+
+    from agentensemble.execution._context import new_run_id
+
+    ids = {new_run_id() for _ in range(500)}
+    assert len(ids) == 500
+    for run_id in ids:
+        parsed = uuid.UUID(run_id)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, run_id)

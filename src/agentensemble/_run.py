@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,7 +33,7 @@ from agentensemble._validation import (
 from agentensemble.agent import Agent
 from agentensemble.enums import ExitReason, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.execution._context import RunContext, RunLimiters
+from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
 from agentensemble.execution._delegation import Team
 from agentensemble.execution._hooks import RunHooks
 from agentensemble.execution._memory import RunMemory
@@ -117,6 +116,8 @@ class _Shape:
     """The registered workflow of the run."""
     groups: tuple[_Group, ...]
     """The task groups in plan order: one per phase, or the whole task list."""
+    verbose_roles: frozenset[str] = frozenset()
+    """Roles of the agents whose prompts and answers are logged at INFO."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +168,7 @@ async def run_ensemble(
     run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
     texts = dict(zip(shape.tasks, resolve_texts(shape.tasks, run_inputs), strict=True))
-    run = _run_context(ensemble, options, shape.tasks)
+    run = _run_context(ensemble, options, shape)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
@@ -205,7 +206,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
     immutable, so later runs reuse the first run's result."""
     shape: _Shape | None = ensemble._validated
     if shape is None:
-        shape = _check(ensemble)
+        shape = dataclasses.replace(_check(ensemble), verbose_roles=_verbose_roles(ensemble))
         object.__setattr__(ensemble, "_validated", shape)
     return shape
 
@@ -269,20 +270,18 @@ def _is_set(value: object) -> bool:
     return value is not None and is_given(value)
 
 
-def _run_context(
-    ensemble: Ensemble, options: RunOptions, tasks: tuple[Task[Any], ...]
-) -> RunContext:
+def _run_context(ensemble: Ensemble, options: RunOptions, shape: _Shape) -> RunContext:
     def pick(override: int | None, default: int) -> int:
         return default if override is None else override
 
     truncate = pick(options.tool_log_truncate_length, ensemble.tool_log_truncate_length)
     logs = LogFold(
         verbose=ensemble.verbose,
-        verbose_roles=_verbose_roles(ensemble, tasks),
+        verbose_roles=shape.verbose_roles,
         tool_log_truncate_length=truncate,
     )
     return RunContext(
-        run_id=options.run_id or str(uuid.uuid4()),
+        run_id=options.run_id or new_run_id(),
         events=EventDispatcher(_listeners(ensemble, options), folds=(logs,)),
         verbose=ensemble.verbose,
         max_tool_output_length=pick(
@@ -292,7 +291,7 @@ def _run_context(
         capture_mode=resolve_capture_mode(ensemble.capture_mode),
         context_format=ensemble.context_format,
         cost_configuration=ensemble.cost_configuration,
-        limiters=RunLimiters.of(tasks, ensemble.rate_limit),
+        limiters=RunLimiters.of(shape.tasks, ensemble.rate_limit),
         max_concurrency=ensemble.max_concurrency,
         deadline=_deadline(options.timeout_seconds),
         review=RunReview(ensemble.review_handler, ensemble.review_policy or ReviewPolicy.NEVER)
@@ -303,8 +302,9 @@ def _run_context(
     )
 
 
-def _verbose_roles(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> frozenset[str]:
+def _verbose_roles(ensemble: Ensemble) -> frozenset[str]:
     """Roles of the agents whose prompts and answers are logged at INFO."""
+    tasks = (*ensemble.tasks, *(task for phase in ensemble.phases for task in phase.tasks))
     agents = (*ensemble.agents, *(task.agent for task in tasks if task.agent is not None))
     return frozenset(agent.role for agent in agents if agent.verbose)
 

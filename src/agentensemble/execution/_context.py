@@ -40,12 +40,27 @@ if TYPE_CHECKING:
     from agentensemble.memory import MemoryStore
     from agentensemble.task import Task
 
-__all__ = ["RunContext", "RunLimiters", "RunOutputs", "RunStop", "TaskContext", "new_id"]
+__all__ = [
+    "RunContext",
+    "RunLimiters",
+    "RunOutputs",
+    "RunStop",
+    "TaskContext",
+    "new_id",
+    "new_run_id",
+]
 
 
 def new_id() -> str:
     """A random 32-hex-digit id (as unique as a UUID4, without building a UUID object)."""
     return os.urandom(16).hex()
+
+
+def new_run_id() -> str:
+    """A random UUID4 in its usual text form, written without building a UUID object."""
+    digits = os.urandom(16).hex()
+    variant = "89ab"[int(digits[16], 16) & 3]
+    return f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{variant}{digits[17:20]}-{digits[20:]}"
 
 
 class RunOutputs:
