@@ -384,7 +384,8 @@ class EventDispatcher:
     def emit(self, event: Event) -> Awaitable[None]:
         """Fold the event into the run's record now; await the result to deliver it to the
         listeners (nothing to wait for when no listener handles its kind)."""
-        self.record(event)
+        for fold in self._folds:
+            fold(event)
         return self.deliver(event) if self._handlers[type(event)] else _DELIVERED
 
     def record(self, event: Event) -> None:
