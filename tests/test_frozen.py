@@ -58,3 +58,24 @@ def test_a_class_without_slots_is_refused() -> None:
 
     with pytest.raises(TypeError, match=r"Loose\.x is not a slot"):
         direct_init(Loose)
+
+
+def test_the_signature_stays_the_dataclass_one_after_the_first_instance() -> None:
+    import inspect
+
+    Point(1)
+    assert str(inspect.signature(Point)) == (
+        "(x: 'int', y: 'int' = 0, tags: 'tuple[str, ...]' = <factory>, *, scale: 'int' = 1) -> None"
+    )
+
+
+def test_an_init_var_is_refused() -> None:
+    from dataclasses import InitVar
+
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        x: int
+        seed: InitVar[int] = 0
+
+    with pytest.raises(TypeError, match="WithInitVar has an InitVar"):
+        direct_init(WithInitVar)

@@ -720,7 +720,9 @@ class MisspeltListener(EnsembleListener):
 def test_a_misspelt_listener_method_is_warned_about() -> None:
     with pytest.warns(UserWarning, match="on_task_completed") as warned:
         Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[MisspeltListener()])
-    assert "defines on_task_completed, which no event calls" in str(warned[0].message)
+    message = str(warned[0].message)
+    assert "defines on_task_completed, which no event calls" in message
+    assert "did you mean on_task_completed -> on_task_complete?" in message
 
 
 # --- 24: models that return the wrong thing, missing credentials, bad base URLs ---------------

@@ -355,3 +355,25 @@ def test_a_run_id_is_a_version_4_uuid_in_its_usual_text_form() -> None:
     for run_id in ids:
         parsed = uuid.UUID(run_id)
         assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, run_id)
+
+
+async def test_a_run_that_times_out_while_planning_still_reports_its_start_and_end() -> None:
+    from agentensemble import LLMAgentSynthesizer
+
+    gate = Gate(free=0)  # the synthesizer's model call never returns
+    recorder = Recorder()
+    exporter = KeepTrace()
+    ensemble = Ensemble(
+        tasks=[Task("One")],
+        llm=FunctionModel(gate.reply),
+        agent_synthesizer=LLMAgentSynthesizer(),
+        listeners=[recorder],
+        trace_exporter=exporter,
+    )
+    output = await ensemble.arun(options=RunOptions(timeout=0.05))
+    assert output.exit_reason is ExitReason.TIMEOUT
+    assert [(event.type, event.seq) for event in recorder.all] == [
+        ("ensemble_started", 1),
+        ("ensemble_completed", 2),
+    ]
+    assert ExecutionTrace.from_events(recorder.all) == output.trace == exporter.traces[0]

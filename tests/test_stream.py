@@ -358,3 +358,16 @@ async def test_run_options_keep_their_listeners() -> None:
     assert streamed == recorder.events
     assert {event.ensemble_id for event in streamed} == {"run-1"}
     assert options.listeners == (recorder,)  # the caller's options are not changed
+
+
+async def test_a_stream_closed_before_it_started_never_runs_its_run() -> None:
+    model = ScriptedModel(["never"])
+    stream = Ensemble(tasks=[Task("Wait")], llm=model).astream()
+    await stream.aclose()
+    assert [event async for event in stream] == []
+    with pytest.raises(RuntimeError, match="the stream is closed"):
+        async with stream:
+            pass
+    assert model.requests == []
+    assert EventStream.aclose.__doc__
+    assert EventStream.__anext__.__doc__

@@ -25,16 +25,20 @@ def direct_init(cls: C) -> C:
     ``InitVar`` pseudo-fields (they would not be passed on).
 
     The new ``__init__`` is written when the first instance is made, so importing the class
-    costs nothing more; a subclass keeps the dataclass's own."""
+    costs nothing more. It keeps the original's signature for `inspect` and ``help()``; a
+    subclass made before that first instance keeps the dataclass's own."""
     original = vars(cls)["__init__"]
     for name in (item.name for item in dataclasses.fields(cls)):
         _slot(cls, name)  # refuse a class without slots now, not at its first instance
+    if any(_is_init_var(item) for item in vars(cls)["__dataclass_fields__"].values()):
+        raise TypeError(f"{cls.__name__} has an InitVar: direct_init would not pass it on")
 
     def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
         if type(self) is not cls:
             original(self, *args, **kwargs)
             return
         fast = _fast_init(cls)
+        fast.__wrapped__ = original
         setattr(cls, "__init__", fast)  # noqa: B010  (mypy refuses a plain assignment to __init__)
         fast(self, *args, **kwargs)
 
@@ -79,6 +83,13 @@ def _fast_init(cls: type[Any]) -> Any:
     init = params["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
+
+
+def _is_init_var(item: dataclasses.Field[Any]) -> bool:
+    kind = item.type
+    return isinstance(kind, dataclasses.InitVar) or (
+        isinstance(kind, str) and kind.startswith(("InitVar", "dataclasses.InitVar"))
+    )
 
 
 def _slot(cls: type[Any], name: str) -> Any:

@@ -57,7 +57,6 @@ from agentensemble.observability._events import (
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.observability._log_fold import LogFold
-from agentensemble.observability._trace_fold import TraceFold
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.review import ReviewPolicy
@@ -507,18 +506,30 @@ async def _timed_out_while_planning(
 ) -> EnsembleOutput:
     """The run's deadline expired before any task started (agent synthesis was slow)."""
     logger.warning("Run %s reached its deadline while planning; no task ran", run.run_id)
-    started = EnsembleStartedEvent(
-        ensemble_id=run.run_id,
-        workflow="",
-        total_tasks=0,
-        capture_mode=run.capture_mode.value,
-        inputs=dict(inputs),
-    )
-    ended = EnsembleCompletedEvent(
-        ensemble_id=run.run_id, duration=timedelta(0), exit_reason=ExitReason.TIMEOUT.value
-    )
-    trace = TraceFold.of((started, ended))
-    await export_trace(exporter, trace)
+    events = run.events
+    async with events.open():
+        await events.emit(
+            EnsembleStartedEvent(
+                ensemble_id=run.run_id,
+                seq=events.next_seq(),
+                workflow="",
+                total_tasks=0,
+                capture_mode=run.capture_mode.value,
+                inputs=dict(inputs),
+            )
+        )
+        ended = EnsembleCompletedEvent(
+            ensemble_id=run.run_id,
+            seq=events.next_seq(),
+            duration=timedelta(0),
+            exit_reason=ExitReason.TIMEOUT.value,
+        )
+        interrupted = await _deliver_ending(run, ended)
+    trace = run.trace.result()
+    if exporter is not None:
+        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
+    if interrupted is not None:
+        raise interrupted
     return EnsembleOutput(
         task_outputs=(),
         total_duration=timedelta(0),
@@ -551,10 +562,7 @@ async def execute_run(
         ended = _ending(
             plan, run, timedelta(seconds=time.perf_counter() - started), reason, failure
         )
-        run.events.record(ended)
-        interrupted = None
-        if run.events.wants(EnsembleCompletedEvent):
-            interrupted = await _even_if_cancelled(run.events.deliver(ended))
+        interrupted = await _deliver_ending(run, ended)
     trace = run.trace.result()
     if exporter is not None:
         interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
@@ -632,6 +640,16 @@ def _ending(
         map_reduce_levels=finished.map_reduce_levels,
         node_labels=labels,
     )
+
+
+async def _deliver_ending(
+    run: RunContext, ended: EnsembleCompletedEvent
+) -> asyncio.CancelledError | None:
+    """Fold the run's last event, and deliver it even if the run is cancelled meanwhile."""
+    run.events.record(ended)
+    if not run.events.wants(EnsembleCompletedEvent):
+        return None
+    return await _even_if_cancelled(run.events.deliver(ended))
 
 
 async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:

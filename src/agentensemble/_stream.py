@@ -219,9 +219,11 @@ class EventStream(AsyncIterator[Event]):
             raise
 
     async def __anext__(self) -> Event:
+        """The next event; at the end, the run's error or `StopAsyncIteration`."""
         import asyncio
 
-        """The next event; at the end, the run's error or `StopAsyncIteration`."""
+        if self._task is None and self._state is not _State.RUNNING:
+            raise StopAsyncIteration  # closed before it started: the run never runs
         task = self._started()
         while (event := self._buffer.take()) is None:
             if self._state is not _State.RUNNING:
@@ -251,11 +253,11 @@ class EventStream(AsyncIterator[Event]):
         raise StopAsyncIteration
 
     async def aclose(self) -> None:
-        import asyncio
-
         """Cancel the run if it is still running and wait until it has wound down (its
         ``ensemble_completed`` event sent, its trace exported). Calling it again does
         nothing; after the end of the iteration it does nothing."""
+        import asyncio
+
         if self._state is _State.RUNNING:
             self._state = _State.CLOSED
         task = self._task
@@ -274,6 +276,8 @@ class EventStream(AsyncIterator[Event]):
 
     async def __aenter__(self) -> Self:
         """Start the run; leaving the block closes the stream (see `aclose`)."""
+        if self._task is None and self._state is not _State.RUNNING:
+            raise RuntimeError("the stream is closed: make a new one with astream()")
         self._started()
         return self
 

@@ -82,7 +82,8 @@ class PendingModelCall:
     task_usage: UsageSoFar
     """Usage of the task's model calls so far."""
     run_usage: UsageSoFar
-    """Usage of every model call of the run so far (all tasks, delegated workers too)."""
+    """Usage of every model call of the run's tasks so far (delegated workers too; the calls
+    an `LLMAgentSynthesizer` made while planning are not included)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +102,7 @@ class PendingToolCall:
     task_usage: UsageSoFar
     """Usage of the task's model calls so far."""
     run_usage: UsageSoFar
-    """Usage of every model call of the run so far."""
+    """Usage of every model call of the run's tasks so far (not agent synthesis)."""
 
     @property
     def run_id(self) -> str:

@@ -150,12 +150,20 @@ def test_guards_answer_the_model(arguments: dict[str, str], message: str) -> Non
     a = Agent("A", "goal", llm=model, allow_delegation=True)
     b = Agent("B", "goal", llm=ScriptedModel([]))
     recorder = Recorder()
-    Ensemble(tasks=[Task("Job", agent=a)], agents=[b], listeners=[recorder]).run()
+    output = Ensemble(tasks=[Task("Job", agent=a)], agents=[b], listeners=[recorder]).run()
     assert told(model) == [message]
     (failed,) = recorder.of(DelegationFailedEvent)
     assert isinstance(failed, DelegationFailedEvent)
     assert (failed.failure_reason, failed.error_type) == (message, None)
+    assert failed.task_description == arguments.get("task_description", "")
     assert not recorder.of(DelegationStartedEvent)
+    assert output.trace is not None
+    (refused,) = output.trace.task_traces[0].delegations
+    assert (refused.task_description, refused.status, refused.error) == (
+        failed.task_description,
+        "FAILURE",
+        message,
+    )
 
 
 def test_the_delegate_tool_comes_first_and_only_for_agents_that_may_delegate() -> None:

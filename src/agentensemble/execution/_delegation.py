@@ -273,7 +273,7 @@ class _Attempt:
         response = self._response(
             DelegationStatus.FAILURE, self.request.agent_role, errors=(reason,)
         )
-        await self.recorder.delegation_failed(self.delegation_id, response, None)
+        await self.recorder.delegation_failed(self.delegation_id, self.request, response, None)
         return response
 
     async def _run_worker(self, worker: Worker) -> DelegationResponse:
@@ -327,7 +327,7 @@ class _Attempt:
     async def _worker_failed(self, worker: Worker, error: BaseException) -> DelegationResponse:
         message = f"Error: Delegation to '{worker.agent.role}' failed: {describe_error(error)}"
         response = self._response(DelegationStatus.FAILURE, worker.agent.role, errors=(message,))
-        await self.recorder.delegation_failed(self.delegation_id, response, error)
+        await self.recorder.delegation_failed(self.delegation_id, self.request, response, error)
         return response
 
 

@@ -111,12 +111,17 @@ class CapabilityFacts:
         )
 
     async def delegation_failed(
-        self, delegation_id: str, response: DelegationResponse, cause: BaseException | None
+        self,
+        delegation_id: str,
+        request: DelegationRequest,
+        response: DelegationResponse,
+        cause: BaseException | None,
     ) -> None:
         """A refused attempt (`cause` None) or a worker that failed."""
         await self._emit_delegation(
             DelegationFailedEvent,
             delegation_id,
+            task_description=request.task_description,
             worker_role=response.worker_role,
             failure_reason=response.errors[0] if response.errors else "",
             error_type=None if cause is None else type(cause).__name__,

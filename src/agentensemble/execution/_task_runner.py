@@ -53,8 +53,8 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
-        await recorder.task_started()
-        try:
+        try:  # a task that started always ends: a cancel while listeners hear the start too
+            await recorder.task_started()
             await _run_steps(state)
         except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
             await recorder.task_failed(error)  # cancelled or ended early: still an ending

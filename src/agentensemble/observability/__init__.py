@@ -64,16 +64,13 @@ _TRACE_NAMES = frozenset(
         "DelegationTrace",
         "ErrorTrace",
         "ExecutionTrace",
-        "GuardrailCheckedEvent",
         "LlmInteraction",
         "MapReduceLevelSummary",
         "MemoryOperationTrace",
         "PromptTrace",
-        "QueuedListener",
         "TaskTrace",
         "ToolCallTrace",
         "load_trace",
-        "serialize_event",
     }
 )
 

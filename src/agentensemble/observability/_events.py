@@ -407,6 +407,8 @@ class DelegationFailedEvent(EventBase):
     worker_role: str
     failure_reason: str
     """The text the delegating model is shown."""
+    task_description: str = ""
+    """The subtask asked for (a refused delegation has no `delegation_started`)."""
     error_type: str | None = None
     """The worker's exception class name (None when the delegation was refused)."""
     status: str = "FAILURE"

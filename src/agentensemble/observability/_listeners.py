@@ -212,10 +212,21 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
         if misspelt:
             warnings.warn(
                 f"{type(target).__name__} defines {', '.join(misspelt)}, which no event "
-                f"calls (known: {', '.join(sorted(LISTENER_METHODS))})",
+                f"calls{_did_you_mean(misspelt)} (known: {', '.join(sorted(LISTENER_METHODS))})",
                 UserWarning,
                 stacklevel=3,
             )
+
+
+def _did_you_mean(names: Sequence[str]) -> str:
+    """``on_task_completed`` (named after the event's type) -> ``on_task_complete``."""
+    by_type = {f"on_{kind.__dataclass_fields__['type'].default}": kind for kind in EVENT_TYPES}
+    meant = [
+        f"{name} -> {by_type[name].listener_method}"
+        for name in names
+        if name in by_type and by_type[name].listener_method != name
+    ]
+    return f"; did you mean {', '.join(meant)}?" if meant else ""
 
 
 def _handled_methods(listener: object) -> list[str]:

@@ -9,6 +9,7 @@ memory operations, until the task ends.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -125,6 +126,7 @@ class TraceFold:
 
     def __init__(self) -> None:
         self._started: EnsembleStartedEvent | None = None
+        self._inputs: dict[str, str] = {}
         self._capture = CaptureMode.OFF
         self._cost: CostConfiguration | None = None
         self._running: dict[str, _Task] = {}
@@ -191,7 +193,13 @@ class TraceFold:
         labels = {label.task_index: label for label in completed.node_labels}
         traces = []
         for task_id in completed.output_task_ids:
-            task_trace = self._done[task_id][0]
+            done = self._done.get(task_id)
+            if done is None:
+                raise ValueError(
+                    f"the events do not include the completion of task {task_id!r}, one of "
+                    "the run's outputs (an event log that dropped events cannot be folded)"
+                )
+            task_trace = done[0]
             label = labels.get(task_trace.task_index)
             if label is not None:
                 task_trace = dataclasses.replace(
@@ -207,7 +215,7 @@ class TraceFold:
             completed_at=started.timestamp + completed.duration,
             total_duration=completed.duration,
             exit_reason=completed.exit_reason,
-            inputs=dict(started.inputs),
+            inputs=self._inputs,
             agents=completed.agents,
             task_traces=tuple(traces),
             metrics=metrics,
@@ -221,6 +229,7 @@ class TraceFold:
 
     def _ensemble_started(self, event: EnsembleStartedEvent) -> None:
         self._started = event
+        self._inputs = dict(event.inputs)  # the trace's own: a listener may change the event's
         self._capture = CaptureMode(event.capture_mode)
         self._cost = event.cost_configuration
 
@@ -256,7 +265,7 @@ class TraceFold:
             delegations=tuple(task.delegations),
             memory_operations=tuple(task.memory),
             final_output=event.raw,
-            parsed_output=event.parsed_output,
+            parsed_output=_owned(event.parsed_output),
             metrics=metrics,
         )
         self._done[event.task_id] = (trace, metrics)
@@ -304,7 +313,7 @@ class TraceFold:
                 if self._capture is CaptureMode.FULL
                 else None,
                 result=event.tool_result,
-                structured_output=event.structured_result,
+                structured_output=_owned(event.structured_result),
                 started_at=started_at,
                 completed_at=event.timestamp,
                 duration=event.duration,
@@ -360,16 +369,18 @@ class TraceFold:
         if task is None:
             return
         worker = self._done.get(event.delegation_id)
-        if isinstance(event, DelegationFailedEvent):
+        description = request.task_description if request is not None else ""
+        if isinstance(event, DelegationFailedEvent):  # a refusal comes without a start
             raw, worker_trace = None, None
             error = event.errors[0] if event.errors else None
+            description = description or event.task_description
         else:
             raw, worker_trace, error = event.raw_output, worker[0] if worker else None, None
         task.delegations.append(
             DelegationTrace(
                 delegation_id=event.delegation_id,
                 worker_role=event.worker_role,
-                task_description=request.task_description if request else "",
+                task_description=description,
                 status=event.status,  # type: ignore[arg-type]  # the event's own status text
                 raw_output=raw,
                 duration=event.duration,
@@ -395,6 +406,11 @@ _HANDLERS: dict[type[Any], Callable[[TraceFold, Any], None]] = {
     DelegationFailedEvent: TraceFold._delegation_ended,
 }
 """What the trace takes from each kind of event."""
+
+
+def _owned(value: Any) -> Any:
+    """JSON data the trace keeps: its own copy of a container (listeners get the event's)."""
+    return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
 
 
 def _in_request_order(
