@@ -9,9 +9,8 @@ attributes to records from other libraries.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -35,14 +34,25 @@ logging.getLogger("agentensemble").addHandler(logging.NullHandler())
 _current: ContextVar[LogContext] = ContextVar("agentensemble_log_context", default=LogContext())  # noqa: B039 (frozen)
 
 
-@contextlib.contextmanager
-def task_log_context(index: int, total: int, description: str, role: str) -> Iterator[None]:
-    """Set the log context for the duration of a task; always restored afterwards."""
-    token = _current.set(LogContext(f"{index}/{total}", description[:80], role))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+def task_log_context(index: int, total: int, description: str, role: str) -> _TaskLog:
+    """Set the log context for the duration of a task (``with``); always restored after."""
+    return _TaskLog(LogContext(f"{index}/{total}", description[:80], role))
+
+
+class _TaskLog:
+    """The log context of one task, set while its ``with`` block runs (a plain class: it is
+    entered for every task of every run)."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: LogContext) -> None:
+        self._context = context
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._context)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 class TaskContextFilter(logging.Filter):
