@@ -48,6 +48,7 @@ from agentensemble import (
     RateLimitTimeoutError,
     ScriptedModel,
     Task,
+    TaskCompleteEvent,
     TaskExecutionError,
     TaskStartEvent,
     ToolResultMessage,
@@ -713,16 +714,33 @@ class MisspeltListener(EnsembleListener):
     def on_task_start(self, event: TaskStartEvent) -> None:
         pass
 
-    def on_task_completed(self, event: object) -> None:
+    def on_task_compelte(self, event: object) -> None:
         pass
 
 
-def test_a_misspelt_listener_method_is_warned_about() -> None:
-    with pytest.warns(UserWarning, match="on_task_completed") as warned:
+def test_a_misspelt_listener_method_is_an_error_naming_it() -> None:
+    with pytest.raises(ValidationError) as raised:
         Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[MisspeltListener()])
-    message = str(warned[0].message)
-    assert "defines on_task_completed, which no event calls" in message
-    assert "did you mean on_task_completed -> on_task_complete?" in message
+    message = str(raised.value)
+    assert message.startswith("Ensemble listeners[0] defines on_task_compelte, which no event")
+    assert "did you mean on_task_compelte -> on_task_complete?" in message
+
+
+def test_a_method_named_after_the_event_type_is_called_too() -> None:
+    seen: list[tuple[str, str]] = []
+
+    class ByType:
+        def on_task_started(self, event: TaskStartEvent) -> None:
+            seen.append(("started", event.type))
+
+        async def on_task_completed(self, event: TaskCompleteEvent) -> None:
+            seen.append(("completed", event.raw))
+
+        def on_tool_called(self, event: object) -> None:
+            seen.append(("tool", "called"))
+
+    Ensemble(tasks=[Task("T")], llm=ScriptedModel(["done"]), listeners=[ByType()]).run()
+    assert seen == [("started", "task_started"), ("completed", "done")]
 
 
 # --- 24: models that return the wrong thing, missing credentials, bad base URLs ---------------

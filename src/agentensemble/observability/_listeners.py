@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
@@ -129,6 +128,15 @@ class EnsembleListener:
 METHOD_BY_CLASS: dict[type[Any], str] = {kind: kind.listener_method for kind in EVENT_TYPES}
 """Listener method for each kind of event (declared on the event class)."""
 
+METHODS_BY_CLASS: dict[type[Any], tuple[str, ...]] = {
+    kind: tuple(
+        dict.fromkeys((kind.listener_method, f"on_{kind.__dataclass_fields__['type'].default}"))
+    )
+    for kind in EVENT_TYPES
+}
+"""Every method called for each kind of event: its listener method, and ``on_<type>`` (named
+after the event's `type`, ``on_task_completed`` say) where that differs."""
+
 CALLBACK_NAMES = (
     "on_task_start",
     "on_task_complete",
@@ -142,7 +150,7 @@ CALLBACK_NAMES = (
 """The keyword callbacks an `Ensemble` accepts."""
 
 _CATCH_ALL = "on_event"
-LISTENER_METHODS = frozenset((*METHOD_BY_CLASS.values(), _CATCH_ALL))
+LISTENER_METHODS = frozenset((*(m for ms in METHODS_BY_CLASS.values() for m in ms), _CATCH_ALL))
 """Every method a listener may define."""
 
 
@@ -195,7 +203,8 @@ class _Callbacks:
 
 
 def check_listeners(listeners: Sequence[object], *, field: str) -> None:
-    """Reject objects that handle no event; warn about ``on_*`` names no event uses."""
+    """Reject objects that handle no event, and ``on_*`` methods that no event calls (a
+    misspelt method would silently never run)."""
     for index, listener in enumerate(listeners):
         target = listener.listener if isinstance(listener, QueuedListener) else listener
         misspelt = sorted(
@@ -210,21 +219,22 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
                 f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}{unknown}"
             )
         if misspelt:
-            warnings.warn(
-                f"{type(target).__name__} defines {', '.join(misspelt)}, which no event "
-                f"calls{_did_you_mean(misspelt)} (known: {', '.join(sorted(LISTENER_METHODS))})",
-                UserWarning,
-                stacklevel=3,
+            raise ValidationError(
+                f"{field}[{index}] defines {', '.join(misspelt)}, which no event calls"
+                f"{_did_you_mean(misspelt)} (known: {', '.join(sorted(LISTENER_METHODS))}), "
+                f"got: {listener!r}"
             )
 
 
 def _did_you_mean(names: Sequence[str]) -> str:
-    """``on_task_completed`` (named after the event's type) -> ``on_task_complete``."""
-    by_type = {f"on_{kind.__dataclass_fields__['type'].default}": kind for kind in EVENT_TYPES}
+    """The known methods closest to misspelt ones (``on_task_compelte`` ->
+    ``on_task_complete``)."""
+    import difflib
+
     meant = [
-        f"{name} -> {by_type[name].listener_method}"
+        f"{name} -> {close[0]}"
         for name in names
-        if name in by_type and by_type[name].listener_method != name
+        if (close := difflib.get_close_matches(name, LISTENER_METHODS, n=1))
     ]
     return f"; did you mean {', '.join(meant)}?" if meant else ""
 
@@ -357,10 +367,10 @@ class EventDispatcher:
             kind: tuple(
                 handler
                 for handlers in self._bound
-                for name in (method, _CATCH_ALL)
+                for name in (*methods, _CATCH_ALL)
                 if (handler := handlers.get(name)) is not None
             )
-            for kind, method in METHOD_BY_CLASS.items()
+            for kind, methods in METHODS_BY_CLASS.items()
         }
 
     def next_seq(self) -> int:
