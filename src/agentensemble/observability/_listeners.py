@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
@@ -339,10 +339,13 @@ _DELIVERED = _Delivered()
 
 
 class Fold(Protocol):
-    """Something the run's events are folded into (the trace, the logs...): called for
-    every event, on the event loop, before any listener; must not block or raise."""
+    """Something the run's events are folded into (the trace, the logs...), on the event
+    loop, before any listener; must not block or raise. `handlers` says what it does with
+    each kind of event it takes (``handler(fold, event)``): the dispatcher looks the kind up
+    there itself, so a fold costs nothing for the kinds it ignores."""
 
-    def on(self, event: Any) -> None: ...
+    @property
+    def handlers(self) -> Mapping[type[Any], Callable[[Any, Any], None]]: ...
 
 
 class EventDispatcher:
@@ -355,7 +358,10 @@ class EventDispatcher:
         self.listeners = tuple(listeners)
         self.trace = TraceFold()
         """The run's trace, folded from its events as they are emitted (the first fold)."""
-        self._folds = (self.trace.on, *(fold.on for fold in folds))
+        self._folds: tuple[tuple[Fold, Mapping[type[Any], Callable[[Any, Any], None]]], ...] = (
+            (self.trace, self.trace.handlers),
+            *((fold, fold.handlers) for fold in folds),
+        )
         self._seq = itertools.count(1).__next__
         self._queues: list[_Queue] = []
         self._bound: list[dict[str, _Handler]] = []
@@ -405,14 +411,20 @@ class EventDispatcher:
     def emit(self, event: Event) -> Awaitable[None]:
         """Fold the event into the run's record now; await the result to deliver it to the
         listeners (nothing to wait for when no listener handles its kind)."""
-        for fold in self._folds:
-            fold(event)
-        return self.deliver(event) if self._handlers[type(event)] else _DELIVERED
+        kind = type(event)
+        for fold, handlers in self._folds:
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(fold, event)
+        return self.deliver(event) if self._handlers[kind] else _DELIVERED
 
     def record(self, event: Event) -> None:
         """Feed the event to the run's folds (the trace, the logs...)."""
-        for fold in self._folds:
-            fold(event)
+        kind = type(event)
+        for fold, handlers in self._folds:
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(fold, event)
 
     async def deliver(self, event: Event) -> None:
         """Call every listener method for the event's class; exceptions are logged, not

@@ -5,7 +5,7 @@ this fold's reading of one event, inside the task's log context."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentensemble._logging import get_logger
@@ -58,6 +58,11 @@ class LogFold:
             for logger in (agent_logger, task_logger)
         )
         self._handlers = _HANDLERS if chatty else _WARNINGS
+
+    @property
+    def handlers(self) -> Mapping[type[Any], Callable[[LogFold, Any], None]]:
+        """The events that have a log line at the loggers' current levels."""
+        return self._handlers
 
     def on(self, event: object) -> None:
         """Log the event, if it is one that has a log line."""

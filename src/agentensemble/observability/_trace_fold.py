@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -144,6 +144,11 @@ class TraceFold:
         for event in events:
             fold.on(event)
         return fold.result()
+
+    @property
+    def handlers(self) -> Mapping[type[Any], Callable[[TraceFold, Any], None]]:
+        """What the trace takes from each kind of event."""
+        return _HANDLERS
 
     def on(self, event: Event) -> None:
         """Take in one event (events of kinds the trace does not record are ignored)."""
