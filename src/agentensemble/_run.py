@@ -645,11 +645,15 @@ def _ending(
 async def _deliver_ending(
     run: RunContext, ended: EnsembleCompletedEvent
 ) -> asyncio.CancelledError | None:
-    """Fold the run's last event, and deliver it even if the run is cancelled meanwhile."""
+    """Fold the run's last event, deliver it and wait until the sync listeners have handled
+    every event, even if the run is cancelled meanwhile."""
     run.events.record(ended)
-    if not run.events.wants(EnsembleCompletedEvent):
-        return None
-    return await _even_if_cancelled(run.events.deliver(ended))
+    interrupted = None
+    if run.events.wants(EnsembleCompletedEvent):
+        interrupted = await _even_if_cancelled(run.events.deliver(ended))
+    if run.events.draining:
+        interrupted = await _even_if_cancelled(run.events.drain()) or interrupted
+    return interrupted
 
 
 async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:

@@ -4,7 +4,7 @@ import asyncio
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 import pytest
@@ -60,10 +60,12 @@ class Gates:
         return FunctionModel(self.reply)
 
 
-def completion_recorder() -> tuple[dict[str, asyncio.Event], Callable[[TaskCompleteEvent], None]]:
+def completion_recorder() -> tuple[
+    dict[str, asyncio.Event], Callable[[TaskCompleteEvent], Awaitable[None]]
+]:
     done: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
-    def on_complete(event: TaskCompleteEvent) -> None:
+    async def on_complete(event: TaskCompleteEvent) -> None:  # on the loop: asyncio.Event
         done[event.task_description].set()
 
     return done, on_complete
@@ -125,6 +127,10 @@ async def test_context_reaches_a_task_in_declared_order() -> None:
 async def test_fail_fast_lets_running_tasks_finish_and_skips_everything_else() -> None:
     gates = Gates(fail={"A"})
     a_failed = asyncio.Event()
+
+    async def on_failed(event: object) -> None:  # on the loop: it sets an asyncio.Event
+        a_failed.set()
+
     a, running = Task("A"), Task("Running")
     b = Task("B", context=[a])
     c = Task("C", context=[b])
@@ -132,7 +138,7 @@ async def test_fail_fast_lets_running_tasks_finish_and_skips_everything_else() -
     ensemble = Ensemble(
         tasks=[a, b, c, running, later],
         llm=gates.model(),
-        on_task_failed=lambda event: a_failed.set(),
+        on_task_failed=on_failed,
     )
     run = asyncio.create_task(ensemble.arun())
     await asyncio.wait_for(gates.started["Running"].wait(), TIMEOUT)

@@ -12,6 +12,7 @@ from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 from agentensemble.observability._events import EVENT_TYPES, TokenEvent
+from agentensemble.observability._lane import SyncLane, finish_on_loop
 
 if TYPE_CHECKING:
     import asyncio
@@ -59,12 +60,14 @@ class EnsembleListener:
 
     Order for one agent task: task start, task input, then per model call LLM iteration
     started/completed (tokens in between when streaming), tool calls, then task complete or
-    failed. `on_event` receives every event, after the event's own method. Sync methods run
-    in a worker thread so they never block the event loop; in parallel runs they may be
-    called from several tasks at once, so guard shared state. Async methods run on the event
-    loop. A listener that raises is logged and never disturbs the run or the other
-    listeners. Listeners belong to one ensemble (or one run, through `RunOptions`); wrap a
-    slow one in `QueuedListener` so that it never holds a run up.
+    failed. `on_event` receives every event, after the event's own method. A listener whose
+    methods are all sync is called on the run's listener lane: one worker thread, one event
+    at a time, in `seq` order; the run does not wait for it (unless it falls 10,000 events
+    behind) and every event is handled before the run returns. Async methods (and every
+    method of a listener that has one) are awaited on the event loop. A listener that raises
+    is logged and never disturbs the run or the other listeners. Listeners belong to one
+    ensemble (or one run, through `RunOptions`); wrap a slow one in `QueuedListener` so
+    that it never holds a run up.
     """
 
     def on_ensemble_started(self, event: EnsembleStartedEvent) -> Any:
@@ -268,15 +271,27 @@ class _Handler:
         try:
             await call_user_code(self.fn, event, is_async=self.is_async)
         except Exception:
-            self.failures += 1
-            if self.failures == 1:
-                logger.warning(
-                    "Listener %s raised in %s; the run continues (further failures of this "
-                    "method are counted, not logged)",
-                    _name(self.owner),
-                    self.method,
-                    exc_info=True,
-                )
+            self._failed()
+
+    def call_sync(self, event: Event, loop: asyncio.AbstractEventLoop) -> None:
+        """Call a sync method on the run's listener lane (a worker thread)."""
+        try:
+            result = self.fn(event)
+            if inspect.isawaitable(result):
+                finish_on_loop(result, loop)
+        except Exception:
+            self._failed()
+
+    def _failed(self) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            logger.warning(
+                "Listener %s raised in %s; the run continues (further failures of this "
+                "method are counted, not logged)",
+                _name(self.owner),
+                self.method,
+                exc_info=True,
+            )
 
 
 def _name(owner: object) -> str:
@@ -324,6 +339,32 @@ class _Queue:
 
 
 _NO_HANDLERS: dict[type[Any], tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_CLASS, ())
+_NO_PLANS: dict[type[Any], tuple[tuple[_Handler, ...], tuple[_Handler, ...]]] = dict.fromkeys(
+    METHOD_BY_CLASS, ((), ())
+)
+
+
+def _delivery_plans(
+    by_kind: dict[type[Any], tuple[_Handler, ...]], bound: Sequence[dict[str, _Handler]]
+) -> dict[type[Any], tuple[tuple[_Handler, ...], tuple[_Handler, ...]]]:
+    """For each kind of event: the methods called on the lane, and those awaited or queued."""
+    laned = {
+        id(handler) for handlers in bound if _all_sync(handlers) for handler in handlers.values()
+    }
+    return {
+        kind: (
+            tuple(handler for handler in handlers if id(handler) in laned),
+            tuple(handler for handler in handlers if id(handler) not in laned),
+        )
+        for kind, handlers in by_kind.items()
+    }
+
+
+def _all_sync(handlers: dict[str, _Handler]) -> bool:
+    """Whether a listener goes on the run's lane: all its methods sync, and not queued."""
+    return bool(handlers) and all(
+        not handler.is_async and handler.queue is None for handler in handlers.values()
+    )
 
 
 class _Delivered:
@@ -350,7 +391,9 @@ class Fold(Protocol):
 
 class EventDispatcher:
     """Numbers one run's events, feeds them to the run's folds, then delivers them to its
-    listeners in registration order, isolating failures."""
+    listeners, isolating failures: a listener whose methods are all sync gets them on the
+    run's listener lane (one thread, in event order, see `SyncLane`); the others are awaited
+    in registration order, and queued listeners get their own queue."""
 
     def __init__(self, listeners: Sequence[object], folds: Sequence[Fold] = ()) -> None:
         from agentensemble.observability._trace_fold import TraceFold  # loads with the first run
@@ -365,8 +408,10 @@ class EventDispatcher:
         self._seq = itertools.count(1).__next__
         self._queues: list[_Queue] = []
         self._bound: list[dict[str, _Handler]] = []
+        self._lane = SyncLane()
         if not self.listeners:
             self._handlers = _NO_HANDLERS
+            self._plans = _NO_PLANS
             return
         self._bound = [self._bind(listener) for listener in self.listeners]
         self._handlers = {
@@ -378,6 +423,7 @@ class EventDispatcher:
             )
             for kind, methods in METHODS_BY_CLASS.items()
         }
+        self._plans = _delivery_plans(self._handlers, self._bound)
 
     def next_seq(self) -> int:
         """The `seq` of the run's next event (1, 2, 3 ...)."""
@@ -429,11 +475,23 @@ class EventDispatcher:
     async def deliver(self, event: Event) -> None:
         """Call every listener method for the event's class; exceptions are logged, not
         raised."""
-        for handler in self._handlers[type(event)]:
+        laned, awaited = self._plans[type(event)]
+        if laned:
+            await self._lane.offer(laned, event)
+        for handler in awaited:
             if handler.queue is not None:
                 handler.queue.offer(handler, event)
             else:
                 await handler.call(event)
+
+    @property
+    def draining(self) -> bool:
+        """Whether sync listeners have events to finish (the lane is running)."""
+        return self._lane.running
+
+    async def drain(self) -> None:
+        """Wait until the sync listeners have handled every event (a run's end)."""
+        await self._lane.close()
 
     def open(self) -> contextlib.AbstractAsyncContextManager[None]:
         """For the span of a run (``async with dispatcher.open():``): run the queued
@@ -456,6 +514,7 @@ class EventDispatcher:
             yield
         finally:
             try:
+                await self.drain()
                 await _drain_all(self._queues)
             finally:
                 for worker in workers:
@@ -488,6 +547,7 @@ class _Reporting(contextlib.AbstractAsyncContextManager[None]):
         self.dispatcher = dispatcher
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.dispatcher.drain()
         self.dispatcher.report()
 
 
