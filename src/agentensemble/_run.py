@@ -73,6 +73,7 @@ from agentensemble.workflows._registry import PHASES, WORKFLOWS, workflow_spec
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
+    from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.phase import Phase
     from agentensemble.task import Task
 
@@ -525,9 +526,7 @@ async def _timed_out_while_planning(
             exit_reason=ExitReason.TIMEOUT.value,
         )
         interrupted = await _deliver_ending(run, ended)
-    trace = run.trace.result()
-    if exporter is not None:
-        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
+    trace, interrupted = await _exported(run, exporter, interrupted)
     if interrupted is not None:
         raise interrupted
     return EnsembleOutput(
@@ -563,9 +562,7 @@ async def execute_run(
             plan, run, timedelta(seconds=time.perf_counter() - started), reason, failure
         )
         interrupted = await _deliver_ending(run, ended)
-    trace = run.trace.result()
-    if exporter is not None:
-        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
+    trace, interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
     if interrupted is not None:
@@ -654,6 +651,17 @@ async def _deliver_ending(
     if run.events.draining:
         interrupted = await _even_if_cancelled(run.events.drain()) or interrupted
     return interrupted
+
+
+async def _exported(
+    run: RunContext, exporter: TraceExporter | None, interrupted: asyncio.CancelledError | None
+) -> tuple[ExecutionTrace, asyncio.CancelledError | None]:
+    """The run's trace, handed to the exporter even if the run is cancelled meanwhile; and
+    the cancellation to raise afterwards, if any."""
+    trace = run.trace.result()
+    if exporter is not None:
+        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
+    return trace, interrupted
 
 
 async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:
