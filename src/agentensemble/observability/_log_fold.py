@@ -64,12 +64,6 @@ class LogFold:
         """The events that have a log line at the loggers' current levels."""
         return self._handlers
 
-    def on(self, event: object) -> None:
-        """Log the event, if it is one that has a log line."""
-        handler = self._handlers.get(type(event))
-        if handler is not None:
-            handler(self, event)
-
     def _is_verbose(self, role: str) -> bool:
         return self._verbose or role in self._verbose_roles
 
