@@ -868,3 +868,24 @@ def test_nothing_is_printed_when_the_application_configures_no_logging() -> None
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert (finished.stdout, finished.stderr) == ("", "")
+
+
+def test_two_methods_for_one_kind_of_event_are_refused() -> None:
+    class Both:
+        def on_task_complete(self, event: object) -> None:
+            pass
+
+        def on_task_completed(self, event: object) -> None:
+            pass
+
+    with pytest.raises(ValidationError, match="defines on_task_complete and on_task_completed"):
+        Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[Both()])
+
+
+def test_a_listener_with_only_a_misspelt_method_is_told_the_closest_name() -> None:
+    class OnlyTypo:
+        def on_task_compelte(self, event: object) -> None:
+            pass
+
+    with pytest.raises(ValidationError, match="did you mean on_task_compelte -> on_task_complete"):
+        Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[OnlyTypo()])

@@ -24,6 +24,7 @@ from agentensemble import (
     QueuedListener,
     ScriptedModel,
     Task,
+    ValidationError,
     Workflow,
     tool,
     tool_call,
@@ -258,9 +259,30 @@ async def test_a_full_queue_drops_and_reports(caplog: pytest.LogCaptureFixture) 
 
 
 def test_queued_listener_settings_are_checked() -> None:
-    from agentensemble import ValidationError
-
     with pytest.raises(ValidationError, match="QueuedListener max_pending must be > 0"):
         QueuedListener(Everything(), max_pending=0)
     with pytest.raises(ValidationError, match=r"QueuedListener listener\[0\] must be a listener"):
         QueuedListener(object())
+
+
+def test_a_message_that_lost_a_field_is_refused_naming_it() -> None:
+    event = next(e for e in events_of_a_real_run() if e.type == "task_completed")
+    message = serialize_event(event)
+    del message["seq"], message["completedAt"]
+    with pytest.raises(
+        ValidationError, match=r"^task_completed message is missing seq, completedAt"
+    ):
+        parse_event(message)
+
+
+def test_bad_messages_and_non_events_are_clear_errors() -> None:
+    with pytest.raises(ValidationError, match="event message type must be one of ensemble_started"):
+        parse_event({"type": "nope"})
+    with pytest.raises(ValidationError, match=r"must be a mapping .*got: str"):
+        parse_event("{}")  # type: ignore[arg-type]
+    message = serialize_event(next(iter(events_of_a_real_run())))
+    message["totalTasks"] = "many"
+    with pytest.raises(ValidationError, match="ensemble_started message field totalTasks"):
+        parse_event(message)
+    with pytest.raises(TypeError, match="serialize_event takes an event, got: object"):
+        serialize_event(object())  # type: ignore[arg-type]

@@ -206,8 +206,8 @@ class _Callbacks:
 
 
 def check_listeners(listeners: Sequence[object], *, field: str) -> None:
-    """Reject objects that handle no event, and ``on_*`` methods that no event calls (a
-    misspelt method would silently never run)."""
+    """Reject objects that handle no event, ``on_*`` methods that no event calls (a
+    misspelt method would silently never run), and two methods for one kind of event."""
     for index, listener in enumerate(listeners):
         target = listener.listener if isinstance(listener, QueuedListener) else listener
         misspelt = sorted(
@@ -215,18 +215,24 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
             for name in dir(type(target))
             if name.startswith("on_") and name not in LISTENER_METHODS
         )
-        if not _handled_methods(target):
-            unknown = f" ({', '.join(misspelt)} is called by no event)" if misspelt else ""
-            raise ValidationError(
-                f"{field}[{index}] must be a listener with at least one of "
-                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}{unknown}"
-            )
         if misspelt:
             raise ValidationError(
                 f"{field}[{index}] defines {', '.join(misspelt)}, which no event calls"
                 f"{_did_you_mean(misspelt)} (known: {', '.join(sorted(LISTENER_METHODS))}), "
                 f"got: {listener!r}"
             )
+        handled = _handled_methods(target)
+        if not handled:
+            raise ValidationError(
+                f"{field}[{index}] must be a listener with at least one of "
+                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}"
+            )
+        for methods in METHODS_BY_CLASS.values():
+            if len(both := [name for name in methods if name in handled]) > 1:
+                raise ValidationError(
+                    f"{field}[{index}] defines {' and '.join(both)}, which receive the same "
+                    f"events: keep one, got: {listener!r}"
+                )
 
 
 def _did_you_mean(names: Sequence[str]) -> str:

@@ -8,9 +8,11 @@ summarized: ``parse_event(serialize_event(event)) == event`` for every event.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentensemble.errors import ValidationError
 from agentensemble.models import (
     AssistantMessage,
     Message,
@@ -60,17 +62,74 @@ def event_adapter() -> TypeAdapter[Event]:
 
 
 def serialize_event(event: Event) -> dict[str, Any]:
-    """The wire message of `event`: a dict that `json.dumps` accepts as it is."""
+    """The wire message of `event`: a dict that `json.dumps` accepts as it is. Raises
+    `TypeError` for anything that is not an event."""
+    from agentensemble.observability._events import EVENT_TYPES
+
+    if not isinstance(event, EVENT_TYPES):
+        raise TypeError(f"serialize_event takes an event, got: {type(event).__name__}")
     data = event_adapter().dump_python(event, mode="json", by_alias=True, fallback=repr)
     return {key: value for key, value in data.items() if value is not None}
 
 
 def parse_event(data: Mapping[str, Any]) -> Event:
-    """The event a wire message (from `serialize_event`, or its JSON) stands for.
+    """The event a wire message (from `serialize_event`, parsed from its JSON) stands for.
 
-    Raises `pydantic.ValidationError` naming the field when the message is not an event.
+    Every field `serialize_event` writes must be there (only those that were None may be
+    left out): a message that lost one is an error, not an event with made-up values.
+    Raises `agentensemble.ValidationError` naming the type, the field and the problem.
     """
-    return event_adapter().validate_python(data)
+    import pydantic
+
+    kind = _kind_of(data)
+    missing = [name for name in _required_names(kind) if name not in data]
+    if missing:
+        raise ValidationError(
+            f"{data['type']} message is missing {', '.join(missing)}, got: {_short(data)}"
+        )
+    try:
+        return event_adapter().validate_python(data)
+    except pydantic.ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"][1:]) or "message"
+        raise ValidationError(
+            f"{data['type']} message field {where}: {first['msg']}, got: {first['input']!r}"
+        ) from None
+
+
+def _kind_of(data: object) -> type[Any]:
+    from agentensemble.observability._events import EVENT_TYPES
+
+    if not isinstance(data, Mapping):
+        raise ValidationError(
+            f"an event message must be a mapping (a dict parsed from JSON), got: "
+            f"{type(data).__name__}"
+        )
+    kinds: dict[object, type[Any]] = {
+        kind.__dataclass_fields__["type"].default: kind for kind in EVENT_TYPES
+    }
+    kind = kinds.get(data.get("type"))
+    if kind is None:
+        raise ValidationError(
+            f"event message type must be one of {', '.join(map(str, kinds))}, got: "
+            f"{data.get('type')!r}"
+        )
+    return kind
+
+
+def _required_names(kind: type[Any]) -> list[str]:
+    """The wire names of the fields `serialize_event` always writes (not None by default)."""
+    wire_name = kind.__pydantic_config__["alias_generator"]
+    return [
+        wire_name(item.name)
+        for item in dataclasses.fields(kind)
+        if item.init and item.default is not None
+    ]
+
+
+def _short(data: Mapping[str, Any]) -> str:
+    text = repr(dict(data))
+    return text if len(text) <= 200 else f"{text[:200]}..."
 
 
 _ROLES = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
