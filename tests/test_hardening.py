@@ -205,18 +205,18 @@ def test_two_sync_threads_never_run_more_than_two_sync_tool_calls_at_once() -> N
     assert len(threads) == 2
 
 
-# --- 9: the third STOP inside a batch ---------------------------------------------------------
+# --- 9: the third STOP turn (a turn with STOPs counts once) -----------------------------------
 
 
 @pytest.mark.parametrize(
     ("max_iterations", "batches", "executed"),
     [
-        pytest.param(2, [5], 2, id="one-batch-two-admitted-then-three-stops"),
-        pytest.param(2, [1, 4], 2, id="second-batch-one-admitted-then-three-stops"),
-        pytest.param(3, [2, 4], 3, id="limit-three"),
+        pytest.param(2, [5, 1, 1], 2, id="one-batch-two-admitted-then-three-stop-turns"),
+        pytest.param(2, [1, 4, 2, 2], 2, id="second-batch-one-admitted-then-three-stop-turns"),
+        pytest.param(3, [2, 4, 1, 1], 3, id="limit-three"),
     ],
 )
-def test_the_third_stop_inside_a_batch_runs_the_calls_admitted_before_it(
+def test_the_third_stop_turn_runs_the_calls_admitted_before_it(
     max_iterations: int, batches: list[int], executed: int
 ) -> None:
     ran: list[int] = []

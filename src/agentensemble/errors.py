@@ -9,7 +9,7 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── ParallelExecutionError     parallel tasks failed; carries outputs and causes
     ├── AgentExecutionError        the model (or a handler) failed while running an agent
     │   └── HookVetoError          a hook vetoed a model call
-    ├── MaxIterationsExceededError the model kept calling tools after three STOP messages
+    ├── MaxIterationsExceededError the model kept calling tools in three STOP turns
     ├── OutputParsingError         the answer did not parse as the output type, retries included
     ├── GuardrailViolationError    a guardrail rejected a task's input or output
     ├── ConstraintViolationError   a hierarchical run broke its HierarchicalConstraints

@@ -99,20 +99,30 @@ def test_answering_after_a_stop_message_succeeds(stops_before_answer: int) -> No
     assert tool_results(llm.requests[-1])[-1] == STOP
 
 
-def test_each_over_limit_call_in_one_batch_gets_its_own_stop() -> None:
-    batch = [
-        tool_call("lookup", key="a"),
-        tool_call("lookup", key="b"),
-        tool_call("lookup", key="c"),
+def test_each_over_limit_call_gets_a_stop_and_the_turn_counts_once() -> None:
+    batch = [tool_call("lookup", key=key) for key in "abcdef"]
+    llm = ScriptedModel([batch, tool_call("lookup", key="g"), "final"])
+    output = run_one(llm, max_iterations=3)
+    assert output.raw == "final"  # two STOP turns: the model is asked again each time
+    assert executed == ["a", "b", "c"]
+    assert len(llm.requests) == 3
+    stop_3 = STOP.replace("(2)", "(3)")
+    assert tool_results(llm.requests[1]) == [
+        "value of a",
+        "value of b",
+        "value of c",
+        *[stop_3] * 3,
     ]
-    llm = ScriptedModel([batch, tool_call("lookup", key="d")])
+
+
+def test_the_third_stop_turn_fails_the_task() -> None:
+    batch = [tool_call("lookup", key=key) for key in "abc"]
+    llm = ScriptedModel([batch, batch, batch])
     with pytest.raises(TaskExecutionError) as caught:
         run_one(llm, max_iterations=1)
-    assert isinstance(caught.value.__cause__, MaxIterationsExceededError)
-    assert executed == ["a"]
-    assert len(llm.requests) == 2
-    stop_1 = STOP.replace("(2)", "(1)")
-    assert tool_results(llm.requests[1]) == ["value of a", stop_1, stop_1]
+    error = caught.value.__cause__
+    assert isinstance(error, MaxIterationsExceededError)
+    assert (error.tool_calls_made, len(llm.requests), executed) == (1, 3, ["a"])
 
 
 async def test_tool_calls_of_one_turn_run_concurrently_and_answer_in_request_order() -> None:

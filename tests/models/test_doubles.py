@@ -1,5 +1,6 @@
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,9 @@ async def test_scripted_model_accepts_every_reply_form() -> None:
 
 async def test_unsupported_reply_is_a_type_error() -> None:
     model = ScriptedModel([[]])
-    with pytest.raises(TypeError, match="Unsupported reply"):
+    with pytest.raises(
+        TypeError, match=r"must be a str \(the answer\), a ToolCall or a list of them"
+    ):
         await model.chat(MESSAGES)
 
 
@@ -84,3 +87,18 @@ async def test_function_model_sync_and_async() -> None:
 
 def test_tool_call_ids_are_unique() -> None:
     assert tool_call("x").id != tool_call("x").id
+
+
+@pytest.mark.parametrize("reply", [42, None, {"text": "hi"}], ids=["int", "none", "dict"])
+def test_a_reply_of_the_wrong_kind_says_what_it_was_and_what_it_must_be(reply: object) -> None:
+    from agentensemble import Ensemble, Task, TaskExecutionError
+
+    wrong: Any = reply  # what a typo in a user's test double returns
+    ensemble = Ensemble(tasks=[Task("Answer")], llm=FunctionModel(lambda m, t: wrong))
+    with pytest.raises(TaskExecutionError) as raised:
+        ensemble.run()
+    message = str(raised.value)
+    assert (
+        "A test model's reply must be a str (the answer), a ToolCall or a list of them" in message
+    )
+    assert f"got: {type(reply).__name__} {reply!r}" in message

@@ -62,30 +62,31 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
 def _admit_all(
     loop: AgentLoop, calls: Sequence[ToolCall]
 ) -> tuple[list[bool], MaxIterationsExceededError | None]:
-    """Count each call against the limit; a call over it gets a STOP instead. The third
-    STOP ends admission with the error to raise."""
-    admitted: list[bool] = []
+    """Count each call against the limit; a call over it gets a STOP instead. A turn with
+    a STOP counts once (a model that asks for six calls at once is asked again after its
+    first STOP turn, not failed); the third such turn ends with the error to raise."""
+    admitted = []
     for _ in calls:
-        if loop.tool_calls_made < loop.max_iterations:
-            loop.tool_calls_made += 1
-            admitted.append(True)
-            continue
-        loop.stop_count += 1
-        if loop.stop_count >= _STOPS_BEFORE_FAILURE:
-            return admitted + [False] * (len(calls) - len(admitted)), MaxIterationsExceededError(
-                agent_role=loop.role,
-                task_description=loop.task.planned.description,
-                max_iterations=loop.max_iterations,
-                tool_calls_made=loop.tool_calls_made,
-            )
-        logger.warning(
-            "Agent '%s' exceeded max iterations (%d). Stop message sent (%d/%d).",
-            loop.role,
-            loop.max_iterations,
-            loop.stop_count,
-            _STOPS_BEFORE_FAILURE,
+        fits = loop.tool_calls_made < loop.max_iterations
+        loop.tool_calls_made += fits
+        admitted.append(fits)
+    if all(admitted):
+        return admitted, None
+    loop.stop_count += 1
+    if loop.stop_count >= _STOPS_BEFORE_FAILURE:
+        return admitted, MaxIterationsExceededError(
+            agent_role=loop.role,
+            task_description=loop.task.planned.description,
+            max_iterations=loop.max_iterations,
+            tool_calls_made=loop.tool_calls_made,
         )
-        admitted.append(False)
+    logger.warning(
+        "Agent '%s' exceeded max iterations (%d). Stop message sent (%d/%d).",
+        loop.role,
+        loop.max_iterations,
+        loop.stop_count,
+        _STOPS_BEFORE_FAILURE,
+    )
     return admitted, None
 
 

@@ -63,9 +63,13 @@ def to_response(reply: Reply, usage: Usage | None = None) -> ChatResponse:
         return ChatResponse(message=AssistantMessage(text=reply), usage=usage)
     if isinstance(reply, ToolCall):
         return ChatResponse(message=AssistantMessage(tool_calls=(reply,)), usage=usage)
-    calls = tuple(reply)
-    if not calls or not all(isinstance(call, ToolCall) for call in calls):
-        raise TypeError(f"Unsupported reply for a test model: {reply!r}")
+    items = tuple(reply) if isinstance(reply, Sequence) else ()
+    calls = tuple(item for item in items if isinstance(item, ToolCall))
+    if not calls or len(calls) != len(items):
+        raise TypeError(
+            f"A test model's reply must be a str (the answer), a ToolCall or a list of them, "
+            f"an AssistantMessage or a ChatResponse, got: {type(reply).__name__} {reply!r:.80}"
+        )
     return ChatResponse(message=AssistantMessage(tool_calls=calls), usage=usage)
 
 
