@@ -325,15 +325,16 @@ async def test_a_cancelled_run_reports_every_completed_task() -> None:
     assert completed[0].exit_reason == "ERROR"
 
 
-def test_tool_calls_to_an_agent_without_tools_are_a_final_answer_in_event_and_trace() -> None:
+def test_tool_calls_to_an_agent_without_tools_are_told_so_in_event_and_trace() -> None:
     recorder = Recorder()
-    llm = ScriptedModel([tool_call("lookup", key="k")])
+    llm = ScriptedModel([tool_call("lookup", key="k"), "in text"])
     output = Ensemble(tasks=[Task("A")], llm=llm, listeners=[recorder]).run()
     completed = [e for e in recorder.all if e.type == "llm_iteration_completed"]
-    assert [e.response_type for e in completed] == ["FINAL_ANSWER"]
+    assert [e.response_type for e in completed] == ["TOOL_CALLS", "FINAL_ANSWER"]
     assert output.task_outputs[0].trace is not None
-    interaction = output.task_outputs[0].trace.llm_interactions[0]
-    assert interaction.response_type == "FINAL_ANSWER"
+    first = output.task_outputs[0].trace.llm_interactions[0]
+    assert (first.response_type, first.tool_calls[0].outcome) == ("TOOL_CALLS", "FAILURE")
+    assert output.raw == "in text"
 
 
 def test_a_request_offers_the_tools_of_the_agent() -> None:

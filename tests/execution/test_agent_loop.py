@@ -238,14 +238,6 @@ def test_a_model_error_fails_the_task_and_keeps_earlier_outputs() -> None:
     assert isinstance(agent_error.__cause__, Broken)
 
 
-def test_tool_calls_without_tools_are_taken_as_a_final_answer() -> None:
-    llm = ScriptedModel([ToolCall("c", "x", "{}")])
-    output = run_one(llm, tools=())
-    assert output.raw == ""
-    assert len(llm.requests) == 1
-    assert llm.requests[0].tools == ()
-
-
 class TestToolOutputLimits:
     @staticmethod
     def run_with(
@@ -350,3 +342,18 @@ def test_one_call_without_usage_makes_the_token_counts_unknown() -> None:
     metrics = output.task_outputs[0].metrics
     assert (metrics.input_tokens, metrics.output_tokens, metrics.total_tokens) == (-1, -1, -1)
     assert output.metrics.total_input_tokens == -1
+
+
+def test_a_tool_call_from_an_agent_without_tools_is_answered_and_the_model_asked_again() -> None:
+    llm = ScriptedModel([tool_call("lookup", key="k"), "answered in text"])
+    output = Ensemble(tasks=[Task("Find it")], llm=llm).run()
+    assert output.raw == "answered in text"
+    assert tool_results(llm.requests[1]) == ["Error: No tools are available to you: answer in text"]
+    assert output.task_outputs[0].tool_call_count == 1
+
+
+def test_text_beside_tool_calls_is_the_answer_of_an_agent_without_tools() -> None:
+    from agentensemble.models import AssistantMessage
+
+    llm = ScriptedModel([AssistantMessage("the answer", (tool_call("lookup", key="k"),))])
+    assert Ensemble(tasks=[Task("Find it")], llm=llm).run().raw == "the answer"

@@ -22,6 +22,7 @@ from agentensemble.execution._recorder import ResponseType, Turn
 from agentensemble.execution._review import reviewer_for
 from agentensemble.execution._tool_calls import answer_calls
 from agentensemble.models import (
+    AssistantMessage,
     ChatModel,
     ChatResponse,
     Message,
@@ -163,11 +164,20 @@ async def ask_model(loop: AgentLoop) -> LoopStep:
     response = await _call_model(loop, sent, settings)
     loop.turn = Turn(index, sent, response, time.perf_counter() - started)
     loop.messages.append(response.message)
-    loop.response_type = (
-        "TOOL_CALLS" if response.message.tool_calls and loop.tools else "FINAL_ANSWER"
-    )
+    loop.response_type = _response_type(loop, response.message)
     await loop.recorder.model_call_completed(loop.turn, loop.response_type)
     return handle_answer
+
+
+def _response_type(loop: AgentLoop, message: AssistantMessage) -> ResponseType:
+    """Tool calls are answered when the agent has tools, or when they are all the model said
+    (an agent without tools is then told so, and asked again); otherwise the text is the
+    final answer."""
+    if not message.tool_calls:
+        return "FINAL_ANSWER"
+    if loop.tools or not (message.text or "").strip():
+        return "TOOL_CALLS"
+    return "FINAL_ANSWER"
 
 
 async def handle_answer(loop: AgentLoop) -> LoopStep:

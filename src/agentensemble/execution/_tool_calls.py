@@ -28,6 +28,8 @@ STOP_MESSAGE = (
     "now based on information gathered so far."
 )
 _STOPS_BEFORE_FAILURE = 3
+NO_TOOLS_MESSAGE = "No tools are available to you: answer in text"
+"""What a model that calls a tool is told when its agent has none."""
 TOOL_BATCH_TIMEOUT = 300.0
 """Seconds a batch of concurrent tool calls may take."""
 
@@ -121,7 +123,9 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> ToolResult:
     started_at, started = datetime.now(UTC), time.perf_counter()
     tool = loop.tools.by_name.get(call.name)
     if tool is None:
-        result = ToolResult.failure(f"Unknown tool '{call.name}'")
+        result = ToolResult.failure(
+            f"Unknown tool '{call.name}'" if loop.tools else NO_TOOLS_MESSAGE
+        )
     else:
         context = loop.task.tool_context(
             call.id,
