@@ -148,7 +148,8 @@ def test_retries_are_counted_and_exhausted_into_an_output_parsing_error() -> Non
     assert error.agent_role == "Writer"
     assert str(error) == (
         "Structured output parsing failed for task 'Write it' after 3 attempt(s). "
-        "Expected type: Report"
+        "Expected type: Report. Last error: JSON could not be deserialized as Report: score: "
+        "Input should be a valid integer, unable to parse string as an integer"
     )
     # each retry shows the previous answer and its own error
     assert 'Your previous response was:\n{"title": 1}' in str(model.requests[2].messages[1].text)
@@ -177,13 +178,15 @@ def test_a_parallel_parse_failure_is_a_task_failure_that_keeps_other_outputs() -
     assert cause.attempt_count == 2
 
 
-def test_structured_context_reaches_the_next_task_as_the_json_that_parsed() -> None:
-    writer = ScriptedModel(["Sure: " + REPORT_JSON])
+def test_structured_context_reaches_the_next_task_as_clean_json_without_the_prose() -> None:
+    writer = ScriptedModel(["Sure: " + REPORT_JSON + " Hope that helps."])
     reader = ScriptedModel(["done"])
     first = Task("Write it", agent=_writer(writer), output_type=Report)
     second = Task("Read it", agent=Agent("Reader", "Read", llm=reader), context=[first])
     Ensemble(tasks=[first, second]).run()
-    assert "### Writer: Write it\nSure: " + REPORT_JSON in str(reader.requests[0].messages[1].text)
+    prompt = str(reader.requests[0].messages[1].text)
+    assert '### Writer: Write it\n{"title":"Q3","score":8,"tags":["a"]}\n---' in prompt
+    assert "Hope that helps" not in prompt
 
 
 def test_native_mode_sends_the_schema_to_models_that_support_it() -> None:

@@ -113,7 +113,7 @@ def _context_section(context: Sequence[TaskOutput[Any]], context_format: Context
                 len(output.raw),
             )
         text = output.raw
-        if context_format is ContextFormat.TOON and output.parsed_output is not None:
+        if output.parsed_output is not None:  # the value, not the prose it was found in
             text = format_value(output.parsed_output, context_format)
         lines.append(f"\n---\n### {output.agent_role}: {output.task_description}\n{text}\n---\n")
     lines.append("\n")

@@ -156,7 +156,7 @@ def _exhausted(
     planned = state.task.planned
     return OutputParsingError(
         f"Structured output parsing failed for task '{planned.description[:80]}' after "
-        f"{len(errors)} attempt(s). Expected type: {spec.name}",
+        f"{len(errors)} attempt(s). Expected type: {spec.name}. Last error: {errors[-1]}",
         raw_output=answer,
         parse_errors=errors,
         attempt_count=len(errors),
