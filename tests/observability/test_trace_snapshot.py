@@ -54,7 +54,7 @@ def test_trace_json_shape() -> None:
     assert output.trace is not None
     assert normalize(json.loads(output.trace.to_json())) == snapshot(
         {
-            "schema_version": "1.2",
+            "schema_version": "1.3",
             "ensemble_id": "<run id>",
             "workflow": "SEQUENTIAL",
             "capture_mode": "FULL",
@@ -228,6 +228,7 @@ The sum\
                     },
                     "node_type": None,
                     "map_reduce_level": None,
+                    "error": None,
                 }
             ],
             "metrics": {
@@ -246,6 +247,7 @@ The sum\
             "errors": [],
             "agent_synthesis": [],
             "map_reduce_levels": [],
+            "failed_tasks": [],
         }
     )
 

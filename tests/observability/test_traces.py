@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from agentensemble import (
     Agent,
     CaptureMode,
     Ensemble,
+    FunctionModel,
     JsonTraceExporter,
     ParallelErrorStrategy,
     ParallelExecutionError,
@@ -24,7 +26,7 @@ from agentensemble import (
     tool,
     tool_call,
 )
-from agentensemble.models import ToolCall
+from agentensemble.models import Message, ToolCall, ToolResultMessage, ToolSpec
 from agentensemble.observability import SCHEMA_VERSION, ExecutionTrace, load_trace
 from agentensemble.observability._capture import resolve_capture_mode
 from agentensemble.outputs import EnsembleOutput
@@ -57,7 +59,7 @@ def traced_run(**ensemble_kwargs: Any) -> EnsembleOutput:
 def test_the_base_trace_records_prompts_model_calls_and_tool_calls() -> None:
     output = traced_run()
     trace = trace_of(output)
-    assert trace.schema_version == SCHEMA_VERSION == "1.2"
+    assert trace.schema_version == SCHEMA_VERSION == "1.3"
     assert (trace.workflow, trace.capture_mode, trace.exit_reason) == (
         "PARALLEL",
         "OFF",
@@ -103,7 +105,7 @@ def test_json_round_trip() -> None:
     trace = trace_of(traced_run(capture_mode=CaptureMode.STANDARD))
     text = trace.to_json()
     data = json.loads(text)
-    assert data["schema_version"] == "1.2"
+    assert data["schema_version"] == "1.3"
     assert data["total_duration"].startswith("PT")
     assert data["started_at"].endswith("Z") or "+00:00" in data["started_at"]
     assert ExecutionTrace.from_json(text) == trace
@@ -246,3 +248,42 @@ def test_sequential_failure_trace(tmp_path: Path, caplog: pytest.LogCaptureFixtu
     assert [(e.task_description, e.agent_role, e.error_type) for e in trace.errors] == [
         ("A", "Agent", "AgentExecutionError")
     ]
+
+
+def test_a_failed_task_stays_in_the_trace_with_what_it_did_and_its_error() -> None:
+    kept: list[ExecutionTrace] = []
+
+    class Keep:
+        def export(self, trace: ExecutionTrace) -> None:
+            kept.append(trace)
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return "found"
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        if not any(isinstance(message, ToolResultMessage) for message in messages):
+            return tool_call("lookup", key="k")
+        raise RuntimeError("provider down")
+
+    agent = Agent("Worker", "Work", llm=FunctionModel(reply), tools=[lookup])
+    ensemble = Ensemble(
+        tasks=[Task("Find it", agent=agent)], capture_mode=CaptureMode.FULL, trace_exporter=Keep()
+    )
+    with pytest.raises(TaskExecutionError):
+        ensemble.run()
+    (trace,) = kept
+    assert trace.task_traces == ()
+    (failed,) = trace.failed_tasks
+    assert failed.error is not None
+    assert (failed.error.error_type, failed.error.message) == (
+        "AgentExecutionError",
+        "Agent 'Worker' failed: provider down",
+    )
+    assert failed.prompts is not None
+    assert "Find it" in failed.prompts.user
+    (first_call,) = failed.llm_interactions  # the call that failed never answered
+    assert [call.result for call in first_call.tool_calls] == ["found"]
+    assert (failed.final_output, failed.metrics.tool_call_count) == ("", 1)
+    assert ExecutionTrace.from_json(trace.to_json()) == trace

@@ -33,7 +33,7 @@ __all__ = [
     "load_trace",
 ]
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
 
@@ -165,6 +165,9 @@ class TaskTrace:
     map_reduce_level: int | None = None
     """In a `MapReduceEnsemble` run: 0 for map (and direct) tasks, then one per reduce
     level."""
+    error: ErrorTrace | None = None
+    """Why the task failed or was cancelled (None for a task that completed); its trace
+    then holds what it did until then."""
 
 
 @direct_init
@@ -232,6 +235,9 @@ class ExecutionTrace:
     map_reduce_levels: tuple[MapReduceLevelSummary, ...] = ()
     """Per-level summaries of a `MapReduceEnsemble` run (workflow ``MAP_REDUCE_STATIC`` or
     ``MAP_REDUCE_ADAPTIVE``)."""
+    failed_tasks: tuple[TaskTrace, ...] = ()
+    """The run's tasks that failed or were cancelled, as far as they got (prompts, model and
+    tool calls), each with its `error` (schema 1.3)."""
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """The trace as JSON text (ASCII-escaped when some text cannot be UTF-8 encoded,

@@ -37,6 +37,7 @@ from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics, 
 from agentensemble.observability._recording import capture_messages, parse_input
 from agentensemble.observability._trace import (
     DelegationTrace,
+    ErrorTrace,
     ExecutionTrace,
     LlmInteraction,
     MemoryOperationTrace,
@@ -132,6 +133,8 @@ class TraceFold:
         self._running: dict[str, _Task] = {}
         self._done: dict[str, tuple[TaskTrace, TaskMetrics]] = {}
         self._result: ExecutionTrace | None = None
+        self._failed: list[TaskTrace] = []
+        self._failed_workers: dict[str, TaskTrace] = {}
         self._requests: dict[str, DelegationStartedEvent] = {}
         self._metrics: tuple[tuple[int, tuple[LlmInteraction, ...]], ExecutionMetrics] | None = None
         self._run_tokens = [0, 0, 0]
@@ -228,6 +231,7 @@ class TraceFold:
             errors=completed.errors,
             agent_synthesis=completed.agent_synthesis,
             map_reduce_levels=completed.map_reduce_levels,
+            failed_tasks=tuple(self._failed),
         )
 
     # ---- the run ---------------------------------------------------------------------------
@@ -256,27 +260,53 @@ class TraceFold:
         task = self._running.pop(event.task_id, None)
         if task is None:
             return
-        start, metrics = task.start, task.metrics(self._cost)
-        trace = TaskTrace(
+        metrics = task.metrics(self._cost)
+        trace = self._task_trace(task, event.duration, metrics, event.raw)
+        if event.parsed_output is not None:
+            trace = dataclasses.replace(trace, parsed_output=_owned(event.parsed_output))
+        self._done[event.task_id] = (trace, metrics)
+
+    def _task_failed(self, event: TaskFailedEvent) -> None:
+        """A failed (or cancelled) task keeps what it did: the run's own failures go to
+        `failed_tasks`, a delegated worker's to its delegation."""
+        task = self._running.pop(event.task_id, None)
+        if task is None:
+            return
+        error = ErrorTrace(
+            task_description=event.task_description,
+            agent_role=event.agent_role,
+            error_type=event.error_type,
+            message=event.reason,
+        )
+        trace = dataclasses.replace(
+            self._task_trace(task, event.duration, task.metrics(self._cost), ""), error=error
+        )
+        if event.parent_task_id is None:
+            self._failed.append(trace)
+        else:
+            self._failed_workers[event.task_id] = trace
+
+    def _task_trace(
+        self, task: _Task, duration: timedelta, metrics: TaskMetrics, final_output: str
+    ) -> TaskTrace:
+        start = task.start
+        return TaskTrace(
             task_index=start.task_index,
             agent_role=start.agent_role,
             task_description=start.task_description,
             expected_output=start.expected_output,
             started_at=start.timestamp,
-            completed_at=start.timestamp + event.duration,
-            duration=event.duration,
+            completed_at=start.timestamp + duration,
+            duration=duration,
             prompts=task.prompts,
-            llm_interactions=tuple([self._interaction(call) for call in task.calls]),
+            llm_interactions=tuple(
+                [self._interaction(call) for call in task.calls if call.completed is not None]
+            ),
             delegations=tuple(task.delegations),
             memory_operations=tuple(task.memory),
-            final_output=event.raw,
-            parsed_output=_owned(event.parsed_output),
+            final_output=final_output,
             metrics=metrics,
         )
-        self._done[event.task_id] = (trace, metrics)
-
-    def _task_failed(self, event: TaskFailedEvent) -> None:
-        self._running.pop(event.task_id, None)
 
     # ---- model and tool calls --------------------------------------------------------------
 
@@ -376,7 +406,7 @@ class TraceFold:
         worker = self._done.get(event.delegation_id)
         description = request.task_description if request is not None else ""
         if isinstance(event, DelegationFailedEvent):  # a refusal comes without a start
-            raw, worker_trace = None, None
+            raw, worker_trace = None, self._failed_workers.pop(event.delegation_id, None)
             error = event.errors[0] if event.errors else None
             description = description or event.task_description
         else:
