@@ -25,6 +25,7 @@ from agentensemble._logging import get_logger
 from agentensemble._unset import is_given, resolved
 from agentensemble._validation import (
     EnsembleShape,
+    check_peer_roles,
     check_worker_roles,
     validate_added,
     validate_flat,
@@ -495,8 +496,11 @@ def _team(ensemble: Ensemble, spec: WorkflowSpec, planned: tuple[PlannedTask, ..
         max_depth=resolved(ensemble.max_delegation_depth),
         constraints=constraints,
     )
+    workers = [worker.agent for worker in team.workers]
     if managed:
-        check_worker_roles([worker.agent for worker in team.workers])
+        check_worker_roles(workers)
+    else:
+        check_peer_roles(workers)
     if constraints is not None:
         constraints.check_roles(team.roles)
     return team

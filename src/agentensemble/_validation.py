@@ -20,6 +20,7 @@ from agentensemble.task import Task
 __all__ = [
     "EnsembleShape",
     "PhaseShape",
+    "check_peer_roles",
     "check_worker_roles",
     "infer_workflow",
     "validate_added",
@@ -322,6 +323,20 @@ def check_worker_roles(agents: Sequence[Agent]) -> None:
                 "agent roles must be unique (case-insensitive) to avoid ambiguous delegation."
             )
         seen[canonical] = agent
+
+
+def check_peer_roles(agents: Sequence[Agent]) -> None:
+    """No two agents a peer may delegate to share a role: roles are compared trimmed and
+    case-insensitively, so the second would be unreachable."""
+    seen: dict[str, Agent] = {}
+    for agent in agents:
+        first = seen.setdefault(canonical_role(agent.role), agent)
+        if first is not agent:
+            raise ValidationError(
+                f"Agents {first.role!r} and {agent.role!r} share a role (roles are compared "
+                "trimmed and case-insensitively), so delegations could never reach the second: "
+                "give each agent a role of its own"
+            )
 
 
 def check_context_cycles(tasks: Sequence[Task[Any]]) -> None:

@@ -195,7 +195,7 @@ class MaxIterationsExceededError(AgentEnsembleError):
     ) -> None:
         super().__init__(
             f"Agent '{agent_role}' exceeded maximum iterations ({max_iterations}). "
-            f"Tool calls made: {tool_calls_made}. Task: '{task_description}'. "
+            f"Tool calls made: {tool_calls_made}. Task: '{_headline(task_description)}'. "
             "Consider increasing max_iterations or simplifying the task."
         )
         self.agent_role = agent_role
@@ -328,3 +328,12 @@ class ReviewTimeoutError(AgentEnsembleError):
         self.timeout = timeout
         """How long the gate waited."""
         self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
+
+
+def _headline(text: str, limit: int = 120) -> str:
+    """A long description in one line of a message (a manager's whole prompt, say): its first
+    line, cut at `limit` characters."""
+    first = text.strip().splitlines()[0] if text.strip() else text
+    if first == text and len(text) <= limit:
+        return text
+    return f"{first[:limit]}..."

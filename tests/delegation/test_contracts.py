@@ -159,3 +159,9 @@ def test_constraint_violation_messages() -> None:
     assert two.violations == ("a", "b")
     with pytest.raises(ValueError, match="violations must not be null or empty"):
         ConstraintViolationError([])
+
+
+@pytest.mark.parametrize("reason", [None, "", "   ", 42])
+def test_a_rejection_needs_a_reason_the_model_can_read(reason: object) -> None:
+    with pytest.raises(ValidationError, match=r"DelegationPolicyResult\.reject needs a reason"):
+        DelegationPolicyResult.reject(reason)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from agentensemble import (
     FunctionModel,
     HierarchicalConstraints,
     ManagerPromptContext,
+    MaxIterationsExceededError,
     ScriptedModel,
     Task,
     TaskExecutionError,
@@ -727,3 +728,24 @@ def test_concurrent_delegations_cannot_both_take_the_last_place_under_a_cap() ->
     assert sorted(tool_results(ensemble))[0].startswith(
         "Delegation rejected by policy: global delegation cap of 1 reached."
     )
+
+
+def test_a_manager_that_keeps_delegating_fails_with_a_one_line_message() -> None:
+    manager = FunctionModel(
+        lambda messages, tools: tool_call(
+            "delegate_task", agent_role="Writer", task_description="x"
+        )
+    )
+    writer = Agent("Writer", "Write", llm=ScriptedModel(["text"] * 50))
+    ensemble = Ensemble(
+        tasks=[Task("Write a report", agent=writer)],
+        workflow=Workflow.HIERARCHICAL,
+        manager_llm=manager,
+        manager_max_iterations=1,
+    )
+    with pytest.raises(TaskExecutionError) as raised:
+        ensemble.run()
+    cause = raised.value.__cause__
+    assert isinstance(cause, MaxIterationsExceededError)
+    assert "\n" not in str(cause)
+    assert len(str(cause)) < 400

@@ -432,3 +432,13 @@ async def test_concurrent_delegations_are_not_bound_by_the_tool_batch_timeout(
 def test_request_fields_are_checked(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=f"DelegationRequest {message}"):
         DelegationRequest(agent_role="B", task_description="x", **changes)
+
+
+def test_peers_sharing_a_role_are_refused_before_any_model_call() -> None:
+    llm = ScriptedModel(["never"])
+    lead = Agent("Lead", "Lead", llm=llm, allow_delegation=True)
+    first, second = Agent("Billing", "Bill", llm=llm), Agent("billing ", "Bill too", llm=llm)
+    ensemble = Ensemble(tasks=[Task("Job", agent=lead)], agents=[first, second])
+    with pytest.raises(ValidationError, match="Agents 'Billing' and 'billing ' share a role"):
+        ensemble.run()
+    assert llm.requests == []

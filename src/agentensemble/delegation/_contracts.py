@@ -158,8 +158,13 @@ class DelegationPolicyResult:
 
     @classmethod
     def reject(cls, reason: str) -> DelegationPolicyResult:
-        """Stop it: the delegating agent is told ``Delegation rejected by policy: {reason}``."""
-        return cls("reject", reason=str(reason))
+        """Stop it: the delegating agent is told ``Delegation rejected by policy: {reason}``
+        (the reason must say something: the model reads it)."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError(
+                f"DelegationPolicyResult.reject needs a reason the model can read, got: {reason!r}"
+            )
+        return cls("reject", reason=reason)
 
     @classmethod
     def modify(cls, request: DelegationRequest) -> DelegationPolicyResult:
