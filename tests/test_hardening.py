@@ -31,10 +31,12 @@ from pydantic import Field
 from agentensemble import (
     Agent,
     AgentExecutionError,
+    ContextFormat,
     Ensemble,
     EnsembleListener,
     FunctionModel,
     HandlerContext,
+    HierarchicalConstraints,
     JsonTraceExporter,
     MaxIterationsExceededError,
     ModelSettings,
@@ -58,6 +60,7 @@ from agentensemble import (
     tool,
     tool_call,
 )
+from agentensemble.memory import EntityMemory
 from agentensemble.models import ChatResponse, Message, ToolSpec
 from agentensemble.observability import load_trace
 from tests.fakes import FakeClock
@@ -889,3 +892,65 @@ def test_a_listener_with_only_a_misspelt_method_is_told_the_closest_name() -> No
 
     with pytest.raises(ValidationError, match="did you mean on_task_compelte -> on_task_complete"):
         Ensemble(tasks=[Task("T")], llm=ScriptedModel([]), listeners=[OnlyTypo()])
+
+
+def _bad_guardrail_two(value: object, extra: object) -> None:
+    pass
+
+
+def _bad_guardrail_none() -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        pytest.param(
+            lambda: Task("t", input_guardrails=[_bad_guardrail_two]),  # type: ignore[list-item]
+            r"Task input_guardrails element at index 0 must be a callable taking a "
+            r"GuardrailInput, got: .*_bad_guardrail_two.* \(parameters \(value: 'object', "
+            r"extra: 'object'\)",
+            id="guardrail-with-two-parameters",
+        ),
+        pytest.param(
+            lambda: Task("t", output_guardrails=[_bad_guardrail_none]),  # type: ignore[list-item]
+            r"must be a callable taking a GuardrailOutput, got: .*_bad_guardrail_none",
+            id="guardrail-without-parameters",
+        ),
+        pytest.param(
+            lambda: EntityMemory("notadict"),  # type: ignore[arg-type]
+            r"EntityMemory facts must be a mapping of entity name to fact, got: 'notadict'",
+            id="entity-memory-not-a-mapping",
+        ),
+        pytest.param(
+            lambda: EntityMemory({"Acme": " "}),
+            r"fact about 'Acme' must be a non-blank string, got: ' '",
+            id="entity-memory-blank-fact",
+        ),
+        pytest.param(
+            lambda: HierarchicalConstraints(required_stages=[[]]),
+            r"HierarchicalConstraints\.required_stages\[0\] must name at least one role",
+            id="empty-stage",
+        ),
+        pytest.param(
+            lambda: Agent("R", "g", llm=ScriptedModel([]), verbose="no"),  # type: ignore[arg-type]
+            r"Agent verbose must be True or False, got: 'no'",
+            id="agent-verbose-not-a-bool",
+        ),
+        pytest.param(
+            lambda: tool(name="")(_bad_guardrail_none),
+            r"Tool name must be 1-64 letters, digits, '_' or '-' .*got: ''$",
+            id="blank-tool-name",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_at_construction(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        build()
+
+
+def test_a_context_format_may_be_given_by_name_like_the_workflow() -> None:
+    ensemble = Ensemble(tasks=[Task("t")], llm=ScriptedModel([]), context_format="json")  # type: ignore[arg-type]
+    assert ensemble.context_format is ContextFormat.JSON

@@ -103,8 +103,8 @@ class Agent:
         set_(self, "background", background if background is not None else backstory)
         set_(self, "tools", checked_tools)
         set_(self, "llm", model)
-        set_(self, "allow_delegation", bool(allow_delegation))
-        set_(self, "verbose", bool(verbose))
+        set_(self, "allow_delegation", _require_bool(allow_delegation, "allow_delegation"))
+        set_(self, "verbose", _require_bool(verbose, "verbose"))
         set_(self, "max_iterations", max_iterations)
         set_(self, "response_format", response_format or "")
         set_(self, "rate_limit", rate_limit)
@@ -126,3 +126,10 @@ def _rate_limited(model: ChatModel, limit: object) -> ChatModel:
     if not isinstance(limit, RateLimit):
         raise ValidationError(f"Agent rate_limit must be a RateLimit, got: {limit!r}")
     return RateLimitedChatModel(model, limit)
+
+
+def _require_bool(value: object, field: str) -> bool:
+    """A flag is True or False: ``verbose="no"`` would otherwise read as True."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"Agent {field} must be True or False, got: {value!r}")
+    return value

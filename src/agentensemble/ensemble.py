@@ -191,6 +191,11 @@ class Ensemble(EnsembleSettings):
         )
         set_(self, "inputs", check_inputs(self.inputs, "Ensemble inputs"))
         set_(self, "workflow", _check_choice(self.workflow, Workflow, "workflow"))
+        set_(
+            self,
+            "context_format",
+            _check_choice(self.context_format, ContextFormat, "context_format"),
+        )
         set_(self, "review_handler", check_handler(self.review_handler, "Ensemble review_handler"))
         set_(
             self, "review_policy", _check_choice(self.review_policy, ReviewPolicy, "review_policy")

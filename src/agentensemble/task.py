@@ -339,14 +339,36 @@ def _check_output_type(output_type: Any) -> OutputSpec:
 
 def _check_guardrails(guardrails: Sequence[Any], field_name: str) -> tuple[Any, ...]:
     checked = as_tuple(guardrails, f"Task {field_name}")
+    kind = f"Guardrail{'Input' if field_name.startswith('input') else 'Output'}"
     for index, guardrail in enumerate(checked):
-        if not callable(guardrail):
+        if not callable(guardrail) or not _takes_one_argument(guardrail):
             raise ValidationError(
                 f"Task {field_name} element at index {index} must be a callable taking a "
-                f"Guardrail{'Input' if field_name.startswith('input') else 'Output'}, got: "
-                f"{guardrail!r}"
+                f"{kind}, got: {guardrail!r}{_signature_of(guardrail)}"
             )
     return checked
+
+
+def _takes_one_argument(function: Any) -> bool:
+    """Whether `function` can be called with one positional argument (unknown: yes)."""
+    import inspect
+
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): let the call decide
+        return True
+    return True
+
+
+def _signature_of(function: Any) -> str:
+    import inspect
+
+    try:
+        return f" (parameters {inspect.signature(function)})" if callable(function) else ""
+    except (TypeError, ValueError):
+        return ""
 
 
 def _check_context(

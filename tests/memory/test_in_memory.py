@@ -155,7 +155,8 @@ def test_entity_memory_trims_names_and_replaces_facts() -> None:
     [
         ("  ", "x", "entity_name must not be blank, got: '  '"),
         (None, "x", "entity_name must not be blank, got: None"),
-        ("Acme", None, "fact must be a string, got: None"),
+        ("Acme", None, "fact about 'Acme' must be a non-blank string, got: None"),
+        ("Acme", "", "fact about 'Acme' must be a non-blank string, got: ''"),
     ],
 )
 def test_entity_memory_rejects_blank_names_and_missing_facts(

@@ -145,7 +145,9 @@ def test_toon_without_the_package_is_a_validation_error(monkeypatch: pytest.Monk
     )
 
 
-def test_context_format_must_be_a_context_format() -> None:
+def test_context_format_must_be_a_context_format_or_its_name() -> None:
     with pytest.raises(ValidationError) as raised:
-        Ensemble(tasks=[Task("x", handler=lambda ctx: "x")], context_format="TOON")  # type: ignore[arg-type]
-    assert str(raised.value) == "Ensemble context_format must be a ContextFormat, got: 'TOON'"
+        Ensemble(tasks=[Task("x", handler=lambda ctx: "x")], context_format="YAML")  # type: ignore[arg-type]
+    assert str(raised.value) == "Ensemble context_format must be one of [JSON, TOON], got: 'YAML'"
+    named = Ensemble(tasks=[Task("x", handler=lambda ctx: "x")], context_format="toon")  # type: ignore[arg-type]
+    assert named.context_format is ContextFormat.TOON

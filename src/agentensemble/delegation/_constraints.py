@@ -131,7 +131,13 @@ def _stages(value: object) -> tuple[tuple[str, ...], ...]:
                 f"HierarchicalConstraints.required_stages[{index}] must be a list of roles, "
                 f"got: {stage!r}"
             )
-        stages.append(_role_names(stage, f"required_stages[{index}]"))
+        roles = _role_names(stage, f"required_stages[{index}]")
+        if not roles:
+            raise ValidationError(
+                f"HierarchicalConstraints.required_stages[{index}] must name at least one "
+                f"role, got: {stage!r}"
+            )
+        stages.append(roles)
     return tuple(stages)
 
 

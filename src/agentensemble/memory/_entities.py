@@ -21,6 +21,10 @@ class EntityMemory:
     def __init__(self, facts: Mapping[str, str] | None = None) -> None:
         self._facts: dict[str, str] = {}
         self._lock = threading.Lock()
+        if facts is not None and not isinstance(facts, Mapping):
+            raise ValidationError(
+                f"EntityMemory facts must be a mapping of entity name to fact, got: {facts!r}"
+            )
         for name, fact in (facts or {}).items():
             self.put(name, fact)
 
@@ -28,8 +32,10 @@ class EntityMemory:
         """Record `fact` about `entity_name`."""
         if not isinstance(entity_name, str) or not entity_name.strip():
             raise ValidationError(f"entity_name must not be blank, got: {entity_name!r}")
-        if not isinstance(fact, str):
-            raise ValidationError(f"fact must be a string, got: {fact!r}")
+        if not isinstance(fact, str) or not fact.strip():
+            raise ValidationError(
+                f"fact about {entity_name!r} must be a non-blank string, got: {fact!r}"
+            )
         with self._lock:
             self._facts[entity_name.strip()] = fact
 

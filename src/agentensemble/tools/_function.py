@@ -51,7 +51,7 @@ class FunctionTool:
         if not callable(fn):
             raise ValidationError(f"@tool must decorate a function, got: {fn!r}")
         self.fn = fn
-        self.name = check_tool_name(name or fn.__name__, "Tool")
+        self.name = check_tool_name(fn.__name__ if name is None else name, "Tool")
         self.description = description or inspect.getdoc(fn) or f"Call {self.name}."
         self.timeout: float | None = (
             None if timeout is None else require_seconds(timeout, f"Tool '{self.name}' timeout")
