@@ -44,6 +44,8 @@ class TaskOutput(Generic[Out]):
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
     trace: TaskTrace | None = None
     """What the task did: prompts, every model call and tool call."""
+    name: str | None = None
+    """The task's `name`, when it has one."""
 
     def __repr__(self) -> str:
         return (

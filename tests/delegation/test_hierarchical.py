@@ -386,7 +386,7 @@ def test_a_manager_that_keeps_delegating_past_its_limit_fails_with_the_workers_o
     with pytest.raises(TaskExecutionError) as caught:
         ensemble.run()
     assert caught.value.agent_role == "Manager"
-    assert str(caught.value).startswith("The hierarchical manager failed: ")
+    assert str(caught.value).startswith("Hierarchical workflow manager failed: ")
     assert [o.agent_role for o in caught.value.completed_outputs] == ["Writer", "Writer"]
 
 

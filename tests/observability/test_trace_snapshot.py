@@ -229,6 +229,7 @@ The sum\
                     "node_type": None,
                     "map_reduce_level": None,
                     "error": None,
+                    "name": None,
                 }
             ],
             "metrics": {

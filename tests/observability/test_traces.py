@@ -287,3 +287,11 @@ def test_a_failed_task_stays_in_the_trace_with_what_it_did_and_its_error() -> No
     assert [call.result for call in first_call.tool_calls] == ["found"]
     assert (failed.final_output, failed.metrics.tool_call_count) == ("", 1)
     assert ExecutionTrace.from_json(trace.to_json()) == trace
+
+
+def test_a_task_name_is_in_its_output_and_trace() -> None:
+    named = Task("Research the market", name="research")
+    output = Ensemble(tasks=[named, Task("Unnamed")], llm=ScriptedModel(["a", "b"])).run()
+    assert [o.name for o in output.task_outputs] == ["research", None]
+    assert output.trace is not None
+    assert [t.name for t in output.trace.task_traces] == ["research", None]

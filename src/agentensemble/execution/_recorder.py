@@ -79,6 +79,7 @@ class TaskRecorder(CapabilityFacts):
             TaskStartEvent,
             total_tasks=planned.total,
             expected_output=planned.expected_output,
+            name=planned.source.name,
         )
 
     def completed(self, raw: str, parsed: Any) -> tuple[TaskCompleteEvent, TaskOutput[Any]]:
@@ -112,6 +113,7 @@ class TaskRecorder(CapabilityFacts):
             output_type=task.planned.source.output_type,
             metrics=metrics,
             trace=trace,
+            name=task.planned.source.name,
         )
         return event, output
 

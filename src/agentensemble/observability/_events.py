@@ -234,6 +234,8 @@ class TaskStartEvent(TaskEvent):
 
     total_tasks: int
     expected_output: str = ""
+    name: str | None = None
+    """The task's `name`, when it has one."""
     type: Literal["task_started"] = field(default="task_started", init=False)
 
 

@@ -168,6 +168,8 @@ class TaskTrace:
     error: ErrorTrace | None = None
     """Why the task failed or was cancelled (None for a task that completed); its trace
     then holds what it did until then."""
+    name: str | None = None
+    """The task's `name`, when it has one (schema 1.3)."""
 
 
 @direct_init

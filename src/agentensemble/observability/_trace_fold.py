@@ -306,6 +306,7 @@ class TraceFold:
             memory_operations=tuple(task.memory),
             final_output=final_output,
             metrics=metrics,
+            name=start.name,
         )
 
     # ---- model and tool calls --------------------------------------------------------------

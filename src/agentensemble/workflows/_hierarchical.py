@@ -143,7 +143,7 @@ class HierarchicalExecutor:
             output = await run_task(TaskContext(run=run, planned=manager))
         except Exception as error:
             raise TaskExecutionError(
-                f"The hierarchical manager failed: {describe_error(error)}",
+                f"Hierarchical workflow manager failed: {describe_error(error)}",
                 task_description=manager.description,
                 agent_role=MANAGER_ROLE,
                 completed_outputs=run.outputs.completed(),
