@@ -26,6 +26,7 @@ from agentensemble import (
     tool,
     tool_call,
 )
+from agentensemble.models import ToolCall
 from agentensemble.observability import (
     ConsoleProgress,
     DelegationFailedEvent,
@@ -442,3 +443,17 @@ def test_peers_sharing_a_role_are_refused_before_any_model_call() -> None:
     with pytest.raises(ValidationError, match="Agents 'Billing' and 'billing ' share a role"):
         ensemble.run()
     assert llm.requests == []
+
+
+@pytest.mark.parametrize("arguments", ["{not json", "[1, 2]"], ids=["broken", "not-an-object"])
+def test_arguments_that_are_not_a_json_object_are_answered_with_how_to_call(
+    arguments: str,
+) -> None:
+    model = ScriptedModel([ToolCall("c1", "delegate", arguments), "fine"])
+    lead = Agent("A", "goal", llm=model, allow_delegation=True)
+    helper = Agent("B", "goal", llm=ScriptedModel([]))
+    Ensemble(tasks=[Task("Job", agent=lead)], agents=[helper]).run()
+    assert told(model) == [
+        'Error: the arguments of delegate are not a JSON object: call it with {"agent_role": '
+        '"<role>", "task_description": "<what to do>"}'
+    ]

@@ -42,12 +42,19 @@ class DelegationTool:
         """Delegate; the worker's answer on success, else the refusal or failure text (a
         failed tool result).
 
-        Missing arguments, and arguments that are not a JSON object, count as blank, so
-        the model is told which one to fill in (and the attempt is reported like every
-        other); a non-string value is used as its JSON text."""
+        Arguments that are not a JSON object are answered with how to call the tool;
+        missing ones count as blank, so the model is told which one to fill in (and the
+        attempt is reported like every other); a non-string value is used as its JSON
+        text."""
         if context is None:
             raise TypeError(f"Tool '{self._spec.name}' needs the ToolContext of a running task")
         values = _arguments(arguments)
+        if values is None:
+            text = (
+                f"Error: the arguments of {self._spec.name} are not a JSON object: call it with "
+                '{"agent_role": "<role>", "task_description": "<what to do>"}'
+            )
+            return ToolResult(output=text, is_success=False, error_message=text)
         response = await context.delegate(
             _text(values.get("agent_role")), _text(values.get("task_description"))
         )
@@ -57,12 +64,13 @@ class DelegationTool:
         return ToolResult.success(response.raw_output or "")
 
 
-def _arguments(arguments: str) -> dict[str, Any]:
+def _arguments(arguments: str) -> dict[str, Any] | None:
+    """The arguments as an object; None when they are not one."""
     try:
         parsed = json.loads(arguments or "{}")
     except json.JSONDecodeError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _text(value: object) -> str:
