@@ -13,7 +13,12 @@ from agentensemble.models import UserMessage
         ("{under_score}", {"under_score": "ok"}, "ok"),
         ("{{escaped}} and {normal}", {"normal": "substituted"}, "{escaped} and substituted"),
         ("{{topic}}", {"topic": "ignored"}, "{topic}"),
-        ("Keep {} and {a b} and { x } and {a-b}", {}, "Keep {} and {a b} and { x } and {a-b}"),
+        ("Keep {} and {a b} and { x } and {1}", {}, "Keep {} and {a b} and { x } and {1}"),
+        (
+            "{my-var}, {user.name}, {thème}",
+            {"my-var": "a", "user.name": "b", "thème": "c"},
+            "a, b, c",
+        ),
         ('JSON {"json": 1} stays', None, 'JSON {"json": 1} stays'),
         ("{x}", {"x": "{y}"}, "{y}"),
         ("{x}", {"x": None}, ""),
@@ -65,3 +70,9 @@ def test_run_inputs_override_ensemble_inputs_and_tasks_are_not_changed() -> None
     assert output.output_for(first) is output.task_outputs[0]
     assert output.output_for(second) is output.task_outputs[1]
     assert "Research bees for experts" in second_prompt.text
+
+
+def test_a_name_with_a_dash_dot_or_accent_is_a_variable_never_left_silently() -> None:
+    with pytest.raises(PromptTemplateError) as raised:
+        resolve_template("Hello {user.name}, {my-var} and {thème}", {})
+    assert raised.value.missing_variables == ("user.name", "my-var", "thème")

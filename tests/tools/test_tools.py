@@ -100,11 +100,21 @@ async def test_return_values_become_results(returned: object, expected: ToolResu
     assert await give.invoke("{}") == expected
 
 
-async def test_a_returned_error_string_is_a_failure() -> None:
+async def test_a_returned_string_is_a_success_whatever_it_says() -> None:
     @tool
-    def refuse() -> str:
+    def report() -> str:
+        """Report the last log line."""
+        return "Error: disk 3 is degraded"  # the tool worked: this is what it found
+
+    result = await report.invoke("{}")
+    assert (result.is_success, result.text_for_model) == (True, "Error: disk 3 is degraded")
+
+
+async def test_a_tool_says_it_failed_with_tool_result_failure() -> None:
+    @tool
+    def refuse() -> ToolResult:
         """Refuse."""
-        return "Error: not allowed"
+        return ToolResult.failure("not allowed")
 
     result = await refuse.invoke("{}")
     assert (result.is_success, result.text_for_model) == (False, "Error: not allowed")

@@ -9,8 +9,11 @@ from agentensemble.errors import PromptTemplateError
 
 __all__ = ["escape_template", "resolve_template", "template_variables"]
 
-# One left-to-right pass: an escaped `{{name}}` is matched before the `{name}` inside it.
-_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}|\{(\w+)\}", re.ASCII)
+# One left-to-right pass: an escaped `{{name}}` is matched before the `{name}` inside it. A
+# name starts with a letter or `_` (any script) and goes on with letters, digits, `_`, `-`
+# and `.`: `{thème}`, `{my-var}` and `{user.name}` are variables (never left silently).
+_NAME = r"[^\W\d][\w.-]*"
+_PLACEHOLDER = re.compile(rf"\{{\{{({_NAME})\}}\}}|\{{({_NAME})\}}")
 
 
 def template_variables(template: str) -> list[str]:
@@ -29,9 +32,10 @@ def escape_template(text: str) -> str:
 def resolve_template(template: str, inputs: Mapping[str, str | None] | None) -> str:
     """Substitute every ``{name}`` from `inputs`; ``{{name}}`` becomes a literal ``{name}``.
 
-    Raises `PromptTemplateError` listing every missing variable. Text that is not a
-    ``{word}`` placeholder (``{}``, ``{a b}``, JSON) is left untouched, and substituted values
-    are never scanned again.
+    Raises `PromptTemplateError` listing every missing variable. A name is a letter or ``_``
+    followed by letters, digits, ``_``, ``-`` or ``.`` (``{thème}``, ``{my-var}``,
+    ``{user.name}``); other braces (``{}``, ``{a b}``, ``{1}``, JSON) are left untouched, and
+    substituted values are never scanned again.
     """
     if "{" not in template:
         return template

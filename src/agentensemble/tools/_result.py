@@ -45,14 +45,14 @@ class ToolResult:
 
 
 def coerce_result(value: object) -> ToolResult:
-    """Turn whatever a tool returned into a `ToolResult` (None is an empty success)."""
+    """Turn whatever a tool returned into a `ToolResult` (None is an empty success). Text is
+    a success whatever it says (a tool that failed raises, or returns
+    `ToolResult.failure`)."""
     if isinstance(value, ToolResult):
         return value
     if value is None:
         return ToolResult.success("")
     if isinstance(value, str):
-        if value.startswith("Error:"):
-            return ToolResult(output=value, is_success=False, error_message=value[6:].strip())
         return ToolResult.success(value)
     return ToolResult.success(_to_text(value), structured=value)
 
