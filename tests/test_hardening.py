@@ -35,6 +35,7 @@ from agentensemble import (
     Ensemble,
     EnsembleListener,
     FunctionModel,
+    GuardrailResult,
     HandlerContext,
     HierarchicalConstraints,
     JsonTraceExporter,
@@ -954,3 +955,16 @@ def test_bad_settings_are_refused_at_construction(
 def test_a_context_format_may_be_given_by_name_like_the_workflow() -> None:
     ensemble = Ensemble(tasks=[Task("t")], llm=ScriptedModel([]), context_format="json")  # type: ignore[arg-type]
     assert ensemble.context_format is ContextFormat.JSON
+
+
+def test_a_wrapped_guardrail_that_takes_one_argument_is_accepted() -> None:
+    import functools
+
+    def with_limit(value: object, limit: int) -> GuardrailResult:
+        return GuardrailResult.success()
+
+    @functools.wraps(with_limit)
+    def guard(value: object) -> GuardrailResult:
+        return with_limit(value, 3)
+
+    assert Task("t", input_guardrails=[guard]).input_guardrails == (guard,)

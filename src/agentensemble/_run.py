@@ -565,7 +565,8 @@ async def execute_run(
         ended = _ending(
             plan, run, timedelta(seconds=time.perf_counter() - started), reason, failure
         )
-        interrupted = await _deliver_ending(run, ended)
+        cancelled = isinstance(failure, asyncio.CancelledError)
+        interrupted = await _deliver_ending(run, ended, cancelled=cancelled)
     trace, interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
@@ -644,17 +645,51 @@ def _ending(
 
 
 async def _deliver_ending(
-    run: RunContext, ended: EnsembleCompletedEvent
+    run: RunContext, ended: EnsembleCompletedEvent, *, cancelled: bool = False
 ) -> asyncio.CancelledError | None:
-    """Fold the run's last event, deliver it and wait until the sync listeners have handled
-    every event, even if the run is cancelled meanwhile."""
+    """Fold the run's last event and deliver it, even if the run is cancelled meanwhile;
+    then wait for the sync listeners to catch up (a cancelled run gives them `_DRAIN_GRACE`
+    seconds at most)."""
     run.events.record(ended)
     interrupted = None
     if run.events.wants(EnsembleCompletedEvent):
         interrupted = await _even_if_cancelled(run.events.deliver(ended))
     if run.events.draining:
-        interrupted = await _even_if_cancelled(run.events.drain()) or interrupted
+        interrupted = await _drained(run, cancelled=cancelled) or interrupted
     return interrupted
+
+
+_DRAIN_GRACE = 5.0
+"""Seconds past the run's deadline that its sync listeners may take to finish."""
+
+
+async def _drained(run: RunContext, *, cancelled: bool) -> asyncio.CancelledError | None:
+    """Wait until the sync listeners have handled every event: without limit in a run with no
+    deadline, else until shortly after it (or after the cancel, for a cancelled run). A
+    (further) cancel stops the wait and is returned; either way they go on in their own
+    thread."""
+    now = asyncio.get_running_loop().time()
+    if cancelled:
+        limit: float | None = now + _DRAIN_GRACE
+    elif run.deadline is not None:
+        limit = max(run.deadline, now) + _DRAIN_GRACE
+    else:
+        limit = None
+    try:
+        async with asyncio.timeout_at(limit):
+            await run.events.drain()
+    except TimeoutError:
+        run.events.abandon()
+        logger.warning(
+            "Run %s: its sync listeners had not caught up %gs after its end; they go on "
+            "without the run",
+            run.run_id,
+            _DRAIN_GRACE,
+        )
+    except asyncio.CancelledError as error:
+        run.events.abandon()
+        return error
+    return None
 
 
 async def _exported(

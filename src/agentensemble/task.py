@@ -354,7 +354,7 @@ def _takes_one_argument(function: Any) -> bool:
     import inspect
 
     try:
-        inspect.signature(function).bind(None)
+        inspect.signature(function, follow_wrapped=False).bind(None)
     except TypeError:
         return False
     except ValueError:  # no signature to read (some builtins): let the call decide
@@ -366,7 +366,8 @@ def _signature_of(function: Any) -> str:
     import inspect
 
     try:
-        return f" (parameters {inspect.signature(function)})" if callable(function) else ""
+        signature = inspect.signature(function, follow_wrapped=False)
+        return f" (parameters {signature})" if callable(function) else ""
     except (TypeError, ValueError):
         return ""
 

@@ -72,7 +72,16 @@ def test_run_inputs_override_ensemble_inputs_and_tasks_are_not_changed() -> None
     assert "Research bees for experts" in second_prompt.text
 
 
-def test_a_name_with_a_dash_dot_or_accent_is_a_variable_never_left_silently() -> None:
+def test_a_missing_name_in_any_script_is_an_error() -> None:
     with pytest.raises(PromptTemplateError) as raised:
-        resolve_template("Hello {user.name}, {my-var} and {thème}", {})
-    assert raised.value.missing_variables == ("user.name", "my-var", "thème")
+        resolve_template("Hello {thème} and {名前}", {})
+    assert raised.value.missing_variables == ("thème", "名前")
+
+
+def test_a_dotted_or_dashed_name_without_an_input_is_kept_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = "print(f'{self.name}') on {YYYY-MM-DD} with {{user.name}}"
+    assert resolve_template(text, {}) == text
+    (warning,) = [r for r in caplog.records if r.name == "agentensemble.templates"]
+    assert "{self.name}, {YYYY-MM-DD}" in warning.getMessage()

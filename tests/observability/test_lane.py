@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentensemble import Ensemble, FunctionModel, Task, Workflow
+from agentensemble import Ensemble, FunctionModel, RunOptions, ScriptedModel, Task, Workflow
 from agentensemble.models import Message, ToolSpec
-from agentensemble.observability import Event
+from agentensemble.observability import Event, TaskCompleteEvent
 from agentensemble.observability._lane import SyncLane
 
 TIMEOUT = 10.0
@@ -115,19 +115,112 @@ async def test_a_failing_sync_listener_is_logged_once_and_the_run_goes_on(
     assert (len(raised), len(counted)) == (1, 1)
 
 
-async def test_a_cancelled_run_still_hands_every_event_to_its_sync_listeners() -> None:
-    collect = Collect()
+async def test_a_cancelled_run_returns_at_once_and_its_sync_listeners_still_get_every_event() -> (
+    None
+):
+    loop = asyncio.get_running_loop()
+    collect, ended = Collect(), asyncio.Event()
     started = asyncio.Event()
+
+    class Ended:
+        def on_ensemble_completed(self, event: Event) -> None:
+            loop.call_soon_threadsafe(ended.set)
 
     async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         started.set()
         await asyncio.Event().wait()  # never answers
         return "never"
 
-    ensemble = Ensemble(tasks=[Task("Stuck")], llm=FunctionModel(reply), listeners=[collect])
+    ensemble = Ensemble(
+        tasks=[Task("Stuck")], llm=FunctionModel(reply), listeners=[collect, Ended()]
+    )
     run = asyncio.create_task(ensemble.arun())
     await asyncio.wait_for(started.wait(), TIMEOUT)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
+    await asyncio.wait_for(ended.wait(), TIMEOUT)  # handed over, handled on the lane
     assert [event.type for event in collect.events][-2:] == ["task_failed", "ensemble_completed"]
+
+
+async def test_a_pool_of_one_thread_stays_free_for_sync_tools() -> None:
+    from agentensemble import Agent, tool, tool_call
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up (sync: on the run's pool)."""
+        return "found"
+
+    collect = Collect()
+    llm = ScriptedModel([tool_call("lookup", key="k"), "done"])
+    agent = Agent("Worker", "Work", llm=llm, tools=[lookup])
+    ensemble = Ensemble(tasks=[Task("Find", agent=agent)], listeners=[collect], max_sync_threads=1)
+    output = await asyncio.wait_for(ensemble.arun(), TIMEOUT)
+    assert output.raw == "done"
+    assert collect.events[-1].type == "ensemble_completed"
+
+
+async def test_a_listener_raising_even_a_base_exception_leaves_the_lane_running() -> None:
+    collect = Collect()
+
+    class Raising:
+        def on_task_start(self, event: Event) -> None:
+            raise asyncio.CancelledError  # a BaseException, from user code
+
+    ensemble = Ensemble(
+        tasks=[Task("One"), Task("Two")],
+        llm=ScriptedModel(["a", "b"]),
+        listeners=[Raising(), collect],
+    )
+    output = await asyncio.wait_for(ensemble.arun(), TIMEOUT)
+    assert [o.raw for o in output.task_outputs] == ["a", "b"]
+    assert collect.events[-1].type == "ensemble_completed"
+
+
+async def test_a_sync_listener_runs_in_the_context_of_the_task_that_emitted_the_event() -> None:
+    from agentensemble._logging import _current
+
+    seen: list[tuple[str, str]] = []
+
+    class Context:
+        def on_task_complete(self, event: TaskCompleteEvent) -> None:
+            seen.append((event.task_description, _current.get().task_index))
+
+    ensemble = Ensemble(
+        tasks=[Task("One"), Task("Two")], llm=ScriptedModel(["a", "b"]), listeners=[Context()]
+    )
+    await ensemble.arun()
+    assert seen == [("One", "1/2"), ("Two", "2/2")]
+
+
+async def test_a_stuck_sync_listener_does_not_hold_a_cancelled_or_timed_out_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agentensemble._run as run_module
+
+    release, answered = threading.Event(), asyncio.Event()
+    monkeypatch.setattr(run_module, "_DRAIN_GRACE", 0.0)
+
+    class Stuck:
+        def on_task_start(self, event: Event) -> None:
+            release.wait(TIMEOUT)
+
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        answered.set()
+        return "done"
+
+    try:
+        timed = Ensemble(tasks=[Task("T")], llm=FunctionModel(reply), listeners=[Stuck()])
+        output = await asyncio.wait_for(timed.arun(options=RunOptions(timeout=0.05)), TIMEOUT)
+        assert output.raw == "done"  # returned at its deadline, the listener still stuck
+
+        cancelled = asyncio.create_task(
+            Ensemble(tasks=[Task("C")], llm=FunctionModel(reply), listeners=[Stuck()]).arun()
+        )
+        answered.clear()
+        await asyncio.wait_for(answered.wait(), TIMEOUT)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(cancelled, TIMEOUT)
+    finally:
+        release.set()

@@ -286,3 +286,9 @@ def test_bad_messages_and_non_events_are_clear_errors() -> None:
         parse_event(message)
     with pytest.raises(TypeError, match="serialize_event takes an event, got: object"):
         serialize_event(object())  # type: ignore[arg-type]
+
+
+def test_a_message_may_name_its_fields_as_python_does() -> None:
+    event = next(iter(events_of_a_real_run()))
+    python_names = {name: getattr(event, name) for name in event.__dataclass_fields__}
+    assert parse_event(python_names) == event

@@ -5,15 +5,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from agentensemble._logging import get_logger
 from agentensemble.errors import PromptTemplateError
 
 __all__ = ["escape_template", "resolve_template", "template_variables"]
 
+logger = get_logger("agentensemble.templates")
+
 # One left-to-right pass: an escaped `{{name}}` is matched before the `{name}` inside it. A
-# name starts with a letter or `_` (any script) and goes on with letters, digits, `_`, `-`
-# and `.`: `{thème}`, `{my-var}` and `{user.name}` are variables (never left silently).
-_NAME = r"[^\W\d][\w.-]*"
-_PLACEHOLDER = re.compile(rf"\{{\{{({_NAME})\}}\}}|\{{({_NAME})\}}")
+# name starts with a letter or `_` (any script: `{thème}`) and goes on with letters, digits
+# and `_`; a name with `-` or `.` (`{my-var}`, `{user.name}`) is a variable when an input has
+# that name, and otherwise stays as it is (code, dates, other template languages), with a
+# warning, never silently.
+_NAME = r"[^\W\d]\w*"
+_DOTTED = r"[^\W\d][\w.-]*"
+_PLACEHOLDER = re.compile(rf"\{{\{{({_NAME})\}}\}}|\{{({_DOTTED})\}}")
 
 
 def template_variables(template: str) -> list[str]:
@@ -33,19 +39,36 @@ def resolve_template(template: str, inputs: Mapping[str, str | None] | None) -> 
     """Substitute every ``{name}`` from `inputs`; ``{{name}}`` becomes a literal ``{name}``.
 
     Raises `PromptTemplateError` listing every missing variable. A name is a letter or ``_``
-    followed by letters, digits, ``_``, ``-`` or ``.`` (``{thème}``, ``{my-var}``,
-    ``{user.name}``); other braces (``{}``, ``{a b}``, ``{1}``, JSON) are left untouched, and
+    followed by letters, digits or ``_`` (``{thème}`` too); a name with ``-`` or ``.``
+    (``{my-var}``, ``{user.name}``) is substituted when an input has it and otherwise kept,
+    with a warning. Other braces (``{}``, ``{a b}``, ``{1}``, JSON) are left untouched, and
     substituted values are never scanned again.
     """
     if "{" not in template:
         return template
     values = inputs or {}
-    missing = [name for name in template_variables(template) if name not in values]
+    names = template_variables(template)
+    missing = [name for name in names if name not in values and _is_plain(name)]
     if missing:
         raise PromptTemplateError(missing, template)
+    kept = [name for name in names if name not in values]
+    if kept:
+        logger.warning(
+            "Template text %s kept as it is: no input has %s (give one, or write {{%s}})",
+            ", ".join(f"{{{name}}}" for name in kept),
+            "that name" if len(kept) == 1 else "those names",
+            kept[0],
+        )
 
     def replace(match: re.Match[str]) -> str:
         escaped, name = match.groups()
-        return "{" + escaped + "}" if escaped else values[name] or ""
+        if escaped:
+            return "{" + escaped + "}"
+        return values[name] or "" if name in values else match.group(0)
 
     return _PLACEHOLDER.sub(replace, template)
+
+
+def _is_plain(name: str) -> bool:
+    """A name without `-` or `.`: always a variable."""
+    return "-" not in name and "." not in name

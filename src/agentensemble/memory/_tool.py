@@ -61,9 +61,9 @@ class MemoryTool:
     ) -> ToolResult | str:
         """Store a fact or piece of information in memory for future reference."""
         if not key.strip():
-            return "Error: key must not be blank"
+            return ToolResult.failure("key must not be blank")
         if not value.strip():
-            return "Error: value must not be blank"
+            return ToolResult.failure("value must not be blank")
         store = self._store_for(context)
         if store is None:
             return ToolResult.failure("No memory store is configured for this run")

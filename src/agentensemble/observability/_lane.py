@@ -3,18 +3,20 @@
 A sync listener method must not run on the event loop (it may block), and a thread hop per
 event costs more than most listeners do. So every listener whose methods are all sync is
 fed through one lane per run: the loop puts each event (with the methods it calls) in a
-queue and goes on; one worker of the run's thread pool calls them one event at a time, in
-`seq` order. When `MAX_PENDING` events wait, the run waits for room (a stuck listener holds
-the run back instead of growing memory); the run's end waits until every event was handled.
+queue and goes on; one thread of the lane calls them one event at a time, in `seq` order.
+When `MAX_PENDING` events wait, the run waits for room (a stuck listener holds the run back
+instead of growing memory); the run's end waits until every event was handled, within the
+run's deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 from collections.abc import Sequence
 from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, Protocol
-
-from agentensemble._calling import call_user_code
 
 if TYPE_CHECKING:
     import asyncio
@@ -31,14 +33,16 @@ class LaneHandler(Protocol):
     def call_sync(self, event: Any, loop: asyncio.AbstractEventLoop) -> None: ...
 
 
-Batch = list[tuple[Sequence[LaneHandler], Any]]
-"""Events (with the methods they call) handed to the worker together."""
+Batch = list[tuple[Sequence[LaneHandler], Any, contextvars.Context]]
+"""Events (with the methods they call and the context they were emitted in) handed to the
+worker together."""
 
 
 class SyncLane:
-    """One run's sync listener methods, called in event order on one worker thread. The
+    """One run's sync listener methods, called in event order on one thread of its own. The
     events of one turn of the event loop go to the worker as one batch: one hand-over
-    between the threads per turn, not per event."""
+    between the threads per turn, not per event. Each method runs in the context of the
+    task that emitted its event (log context, tracing spans)."""
 
     def __init__(self, max_pending: int | None = None) -> None:
         self._batches: SimpleQueue[Batch | None] = SimpleQueue()
@@ -48,33 +52,37 @@ class SyncLane:
         """Events offered (written by the loop only)."""
         self._handled = 0
         """Events handled (written by the worker only)."""
-        self._waiting = False
+        self._waiters = 0
+        """Offers waiting for room (written by the loop only; read by the worker)."""
         self._room: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._worker: asyncio.Task[Any] | None = None
+        self._done: asyncio.Future[None] | None = None
 
     async def offer(self, handlers: Sequence[LaneHandler], event: Any) -> None:
-        """Queue `event` for `handlers` (waiting first if the lane is full)."""
-        if self._worker is None:
+        """Queue `event` for `handlers`, in order; then, if the lane is full, wait for room
+        (the run waits for a listener that fell too far behind)."""
+        if self._done is None:
             self._start()
-        if self._queued - self._handled >= self._max:
-            await self._wait_for_room()
         self._queued += 1
         if not self._batch and self._loop is not None:
             self._loop.call_soon(self._hand_over)
-        self._batch.append((handlers, event))
+        self._batch.append((handlers, event, contextvars.copy_context()))
+        if self._queued - self._handled > self._max:
+            await self._wait_for_room()
 
     async def _wait_for_room(self) -> None:
         room = self._room
         if room is None:  # set by _start
             raise AssertionError("lane without its room event")
         self._hand_over()
-        while self._queued - self._handled >= self._max:
-            room.clear()
-            self._waiting = True  # the worker sets `room` after its next batch
-            if self._queued - self._handled >= self._max:
-                await room.wait()
-            self._waiting = False
+        self._waiters += 1  # the worker sets `room` after each batch while anyone waits
+        try:
+            while self._queued - self._handled > self._max and self.running:
+                room.clear()
+                if self._queued - self._handled > self._max:
+                    await room.wait()
+        finally:
+            self._waiters -= 1
 
     def _hand_over(self) -> None:
         """Give the worker the events offered so far (once per turn of the loop)."""
@@ -85,37 +93,57 @@ class SyncLane:
     def _start(self) -> None:
         import asyncio
 
-        self._loop = asyncio.get_running_loop()
-        self._room = asyncio.Event()
-        self._worker = asyncio.create_task(call_user_code(self._work, is_async=False))
+        loop = asyncio.get_running_loop()
+        self._loop, self._room, self._done = loop, asyncio.Event(), loop.create_future()
+        # A thread of its own, not one of the run's pool: a pool of one thread must stay
+        # free for sync tools; a daemon, so a listener stuck forever never holds the exit.
+        threading.Thread(target=self._work, name="agentensemble-listeners", daemon=True).start()
 
     def _work(self) -> None:
         """The worker thread: every batch, in order, until the lane closes."""
-        loop, room = self._loop, self._room
-        if loop is None or room is None:  # set by _start before the worker runs
+        loop, room, done = self._loop, self._room, self._done
+        if loop is None or room is None or done is None:  # set by _start before the thread
             raise AssertionError("lane worker without its loop")
-        while (batch := self._batches.get()) is not None:
-            for handlers, event in batch:
-                for handler in handlers:
-                    handler.call_sync(event, loop)
-            self._handled += len(batch)
-            if self._waiting:
-                loop.call_soon_threadsafe(room.set)
+        try:
+            while (batch := self._batches.get()) is not None:
+                for handlers, event, context in batch:
+                    for handler in handlers:
+                        context.run(handler.call_sync, event, loop)
+                self._handled += len(batch)
+                if self._waiters:
+                    loop.call_soon_threadsafe(room.set)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(_settle, done)
 
     @property
     def running(self) -> bool:
-        """Whether the worker runs (from the first event offered until `close`)."""
-        return self._worker is not None
+        """Whether the worker runs (from the first event offered until it has finished)."""
+        return self._done is not None and not self._done.done()
+
+    def abandon(self) -> None:
+        """End the lane without waiting: the worker handles what is queued, then ends."""
+        if self._done is not None:
+            self._hand_over()
+            self._batches.put(None)
+            self._done = None
 
     async def close(self) -> None:
-        """Wait until every queued event was handled, then end the worker (a run's end).
-        Calling it again does nothing."""
-        worker, self._worker = self._worker, None
-        if worker is None:
+        """Wait until every queued event was handled and the worker has ended (a run's end).
+        Cancelling the wait abandons the lane: its worker finishes the queue on its own."""
+        done = self._done
+        if done is None:
             return
         self._hand_over()
         self._batches.put(None)
-        await worker
+        import asyncio
+
+        await asyncio.shield(done)
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 def finish_on_loop(awaitable: Any, loop: asyncio.AbstractEventLoop) -> Any:

@@ -285,7 +285,7 @@ class _Handler:
             result = self.fn(event)
             if inspect.isawaitable(result):
                 finish_on_loop(result, loop)
-        except Exception:
+        except BaseException:  # even SystemExit: the lane's thread must go on
             self._failed()
 
     def _failed(self) -> None:
@@ -495,8 +495,14 @@ class EventDispatcher:
         """Whether sync listeners have events to finish (the lane is running)."""
         return self._lane.running
 
+    def abandon(self) -> None:
+        """Stop waiting for the sync listeners: they finish the events queued so far on
+        their own thread (a cancelled run)."""
+        self._lane.abandon()
+
     async def drain(self) -> None:
-        """Wait until the sync listeners have handled every event (a run's end)."""
+        """Wait until the sync listeners have handled every event (the run's end calls it,
+        within the run's deadline; cancelling the wait leaves them to finish alone)."""
         await self._lane.close()
 
     def open(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -520,7 +526,6 @@ class EventDispatcher:
             yield
         finally:
             try:
-                await self.drain()
                 await _drain_all(self._queues)
             finally:
                 for worker in workers:
@@ -553,7 +558,6 @@ class _Reporting(contextlib.AbstractAsyncContextManager[None]):
         self.dispatcher = dispatcher
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.dispatcher.drain()
         self.dispatcher.report()
 
 

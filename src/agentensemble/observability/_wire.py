@@ -82,7 +82,9 @@ def parse_event(data: Mapping[str, Any]) -> Event:
     import pydantic
 
     kind = _kind_of(data)
-    missing = [name for name in _required_names(kind) if name not in data]
+    missing = [
+        wire for wire, name in _required_names(kind) if wire not in data and name not in data
+    ]
     if missing:
         raise ValidationError(
             f"{data['type']} message is missing {', '.join(missing)}, got: {_short(data)}"
@@ -117,11 +119,12 @@ def _kind_of(data: object) -> type[Any]:
     return kind
 
 
-def _required_names(kind: type[Any]) -> list[str]:
-    """The wire names of the fields `serialize_event` always writes (not None by default)."""
+def _required_names(kind: type[Any]) -> list[tuple[str, str]]:
+    """The fields `serialize_event` always writes (those not None by default), as (wire name,
+    Python name): a message may use either."""
     wire_name = kind.__pydantic_config__["alias_generator"]
     return [
-        wire_name(item.name)
+        (wire_name(item.name), item.name)
         for item in dataclasses.fields(kind)
         if item.init and item.default is not None
     ]
