@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +15,7 @@ __all__ = [
     "require_int",
     "require_seconds",
     "require_text",
+    "unknown_methods",
 ]
 
 
@@ -68,3 +69,9 @@ def describe_validation_error(error: Any, limit: int | None = None) -> str:
     if len(items) > len(shown):
         parts.append(f"and {len(items) - len(shown)} more")
     return "; ".join(parts)
+
+
+def unknown_methods(obj: object, prefix: str, known: Collection[str]) -> list[str]:
+    """The methods of `obj`'s class named `prefix...` that are not `known` (a misspelt hook
+    or listener method, which would otherwise silently never run), sorted."""
+    return sorted(name for name in dir(type(obj)) if name.startswith(prefix) and name not in known)

@@ -3,7 +3,7 @@ types themselves load with `agentensemble.hooks`, on first use)."""
 
 from __future__ import annotations
 
-from agentensemble._checks import as_tuple
+from agentensemble._checks import as_tuple, unknown_methods
 from agentensemble.errors import ValidationError
 
 __all__ = ["HOOK_METHODS", "check_hooks"]
@@ -19,11 +19,7 @@ def check_hooks(hooks: object, field: str) -> tuple[object, ...]:
     checked = as_tuple(hooks, field)
     known = " or ".join(HOOK_METHODS)
     for index, hook in enumerate(checked):
-        misspelt = sorted(
-            name
-            for name in dir(type(hook))
-            if name.startswith("before_") and name not in HOOK_METHODS
-        )
+        misspelt = unknown_methods(hook, "before_", HOOK_METHODS)
         if misspelt:
             raise ValidationError(
                 f"{field}[{index}] defines {', '.join(misspelt)}, which is not a hook "

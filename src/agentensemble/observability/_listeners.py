@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mappi
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
+from agentensemble._checks import unknown_methods
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 from agentensemble.observability._events import EVENT_TYPES, TokenEvent
@@ -210,11 +211,7 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
     misspelt method would silently never run), and two methods for one kind of event."""
     for index, listener in enumerate(listeners):
         target = listener.listener if isinstance(listener, QueuedListener) else listener
-        misspelt = sorted(
-            name
-            for name in dir(type(target))
-            if name.startswith("on_") and name not in LISTENER_METHODS
-        )
+        misspelt = unknown_methods(target, "on_", LISTENER_METHODS)
         if misspelt:
             raise ValidationError(
                 f"{field}[{index}] defines {', '.join(misspelt)}, which no event calls"
