@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from agentensemble import HandlerContext, Task
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.errors import ParallelExecutionError
 from agentensemble.execution._context import RunContext
-from agentensemble.execution._planning import PlannedTask, task_steps
+from agentensemble.execution._planning import PlannedTask
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.workflows._parallel import DagRun, ParallelExecutor
 
-
-def planned(task: Task[Any], index: int) -> PlannedTask:
-    return PlannedTask(
-        source=task,
-        index=index,
-        total=3,
-        description=task.description,
-        expected_output=task.expected_output,
-        agent=None,
-        steps=task_steps(task, None),
-    )
-
-
-def echo(context: HandlerContext) -> str:
-    inputs = "+".join(output.raw for output in context.context_outputs)
-    return f"{context.description}({inputs})"
+from .helpers import echo, planned
 
 
 async def test_a_drained_graph_is_given_the_next_tasks() -> None:

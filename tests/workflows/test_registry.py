@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 
 from agentensemble import (
     Ensemble,
-    HandlerContext,
     Phase,
     ScriptedModel,
     Task,
@@ -18,7 +16,6 @@ from agentensemble import (
 )
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.execution._context import RunContext
-from agentensemble.execution._planning import PlannedTask, task_steps
 from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.workflows._executor import (
     ExecutorRequest,
@@ -31,22 +28,7 @@ from agentensemble.workflows._phases import PHASES, PhaseExecutor
 from agentensemble.workflows._registry import WORKFLOWS, workflow_spec
 from agentensemble.workflows._sequential import SEQUENTIAL, SequentialExecutor
 
-
-def echo(context: HandlerContext) -> str:
-    inputs = "+".join(output.raw for output in context.context_outputs)
-    return f"{context.description}({inputs})"
-
-
-def planned(task: Task[Any], index: int) -> PlannedTask:
-    return PlannedTask(
-        source=task,
-        index=index,
-        total=3,
-        description=task.description,
-        expected_output=task.expected_output,
-        agent=None,
-        steps=task_steps(task, None),
-    )
+from .helpers import echo, planned
 
 
 def request(

@@ -460,12 +460,8 @@ class EventDispatcher:
     def emit(self, event: Event) -> Awaitable[None]:
         """Fold the event into the run's record now; await the result to deliver it to the
         listeners (nothing to wait for when no listener handles its kind)."""
-        kind = type(event)
-        for fold, handlers in self._folds:
-            handler = handlers.get(kind)
-            if handler is not None:
-                handler(fold, event)
-        return self.deliver(event) if self._handlers[kind] else _DELIVERED
+        self.record(event)
+        return self.deliver(event) if self._handlers[type(event)] else _DELIVERED
 
     def record(self, event: Event) -> None:
         """Feed the event to the run's folds (the trace, the logs...)."""
