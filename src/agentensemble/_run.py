@@ -54,6 +54,7 @@ from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     NodeLabel,
+    PlanNode,
 )
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EventDispatcher
@@ -595,8 +596,31 @@ async def _announce_start(plan: RunPlan, run: RunContext) -> None:
             capture_mode=run.capture_mode.value,
             inputs=dict(plan.inputs),
             cost_configuration=run.cost_configuration,
+            plan=_plan_nodes(plan),
         )
     )
+
+
+def _plan_nodes(plan: RunPlan) -> tuple[PlanNode, ...]:
+    """The planned tasks and what each waits for: its context, and in a SEQUENTIAL run the
+    task before it."""
+    index_of = {planned.source: planned.index for planned in plan.tasks}
+    chained = plan.workflow_label == "SEQUENTIAL"
+    nodes = []
+    for position, planned in enumerate(plan.tasks):
+        waits = [index_of[task] for task in planned.source.context if task in index_of]
+        if chained and position:
+            waits.append(plan.tasks[position - 1].index)
+        nodes.append(
+            PlanNode(
+                task_index=planned.index,
+                description=planned.description,
+                agent_role=planned.role,
+                name=planned.source.name,
+                depends_on=tuple(sorted(set(waits))),
+            )
+        )
+    return tuple(nodes)
 
 
 def _ending(

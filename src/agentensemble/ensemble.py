@@ -52,6 +52,7 @@ from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.outputs import EnsembleOutput
+    from agentensemble.web import WebDashboard
 
 __all__ = ["Ensemble", "EnsembleSettings"]
 
@@ -96,6 +97,10 @@ class EnsembleSettings:
     """Receives every run's trace (FULL capture exports to ``./traces/`` when None)."""
     listeners: Sequence[object] = ()
     """`EnsembleListener` objects (or any objects with some of its methods)."""
+    web_dashboard: WebDashboard | None = None
+    """A live dashboard (`agentensemble.web.WebDashboard`): it shows every run, and decides
+    the reviews when `review_handler` is None. A run starts it when it is not running, and
+    then the last such run to end stops it."""
     name: str | None = None
     """Optional name, used in logs, traces and spans."""
     hooks: Sequence[object] = ()
@@ -197,6 +202,7 @@ class Ensemble(EnsembleSettings):
             _check_choice(self.context_format, ContextFormat, "context_format"),
         )
         set_(self, "review_handler", check_handler(self.review_handler, "Ensemble review_handler"))
+        dashboard_listeners = _dashboard_wiring(self)
         set_(
             self, "review_policy", _check_choice(self.review_policy, ReviewPolicy, "review_policy")
         )
@@ -212,7 +218,11 @@ class Ensemble(EnsembleSettings):
                 resolve_model(self.manager_llm, field="Ensemble manager_llm"),
             )
         callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
-        set_(self, "event_listeners", (*self.listeners, *([callbacks] if callbacks else [])))
+        set_(
+            self,
+            "event_listeners",
+            (*self.listeners, *dashboard_listeners, *([callbacks] if callbacks else [])),
+        )
 
     @property
     def model(self) -> ChatModel | None:
@@ -242,7 +252,14 @@ class Ensemble(EnsembleSettings):
         """
         from agentensemble._run import run_ensemble  # the engine loads on first run
 
-        return await run_ensemble(self, inputs, options)
+        dashboard = self.web_dashboard
+        if dashboard is None:
+            return await run_ensemble(self, inputs, options)
+        await dashboard.acquire_for_run()
+        try:
+            return await run_ensemble(self, inputs, options)
+        finally:
+            await dashboard.release_for_run()
 
     def astream(
         self,
@@ -379,3 +396,21 @@ def _check_context_format(context_format: object) -> None:
                 "Ensemble context_format TOON requires the toon-format package: "
                 'pip install "agentensemble[toon]"'
             ) from None
+
+
+_DASHBOARD_PARTS = ("listener", "review_handler", "acquire_for_run", "release_for_run")
+
+
+def _dashboard_wiring(ensemble: Ensemble) -> tuple[object, ...]:
+    """The listeners `web_dashboard` adds; its review handler decides the reviews when the
+    ensemble has no handler of its own."""
+    dashboard = ensemble.web_dashboard
+    if dashboard is None:
+        return ()
+    if not all(hasattr(dashboard, part) for part in _DASHBOARD_PARTS):
+        raise ValidationError(
+            f"Ensemble web_dashboard must be an agentensemble.web.WebDashboard, got: {dashboard!r}"
+        )
+    if ensemble.review_handler is None:
+        object.__setattr__(ensemble, "review_handler", dashboard.review_handler)
+    return (dashboard.listener,)

@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from agentensemble._calling import start_daemon_call
@@ -21,7 +22,7 @@ from agentensemble.errors import ValidationError
 from agentensemble.execution._context import new_id
 from agentensemble.review import ReviewDecision, ReviewHandler, ReviewPolicy, ReviewRequest
 from agentensemble.review._handlers import timeout_decision
-from agentensemble.review._model import Continue, Edit, ExitEarly
+from agentensemble.review._model import Continue, Edit, ExitEarly, OnTimeoutAction
 from agentensemble.review._signals import ExitEarlyRequested
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ async def ask(
     review = task.run.review
     if review is None:  # callers check first
         raise AssertionError("review asked in a run without a review handler")
-    request = dataclasses.replace(request, review_id=new_id(), task_id=task.task_id)
+    request = _with_handler_defaults(
+        dataclasses.replace(request, review_id=new_id(), task_id=task.task_id), review.handler
+    )
     with task.deadlines.paused():
         async with review.turn:
             if task.run.stop.requested:
@@ -71,6 +74,20 @@ async def ask(
                     ExitEarlyRequested(exit_ends_run, timed_out=decision.timed_out)
                 )
             return decision
+
+
+def _with_handler_defaults(request: ReviewRequest, handler: ReviewHandler) -> ReviewRequest:
+    """A request without a time limit takes its handler's `default_timeout` and
+    `default_on_timeout`, when the handler has them (the web dashboard's)."""
+    default = getattr(handler, "default_timeout", None)
+    if request.timeout or not isinstance(default, timedelta) or not default:
+        return request
+    action = getattr(handler, "default_on_timeout", None)
+    return dataclasses.replace(
+        request,
+        timeout=default,
+        on_timeout=action if isinstance(action, OnTimeoutAction) else request.on_timeout,
+    )
 
 
 async def _decide(

@@ -47,6 +47,7 @@ __all__ = [
     "LlmIterationStartedEvent",
     "MemoryOperationEvent",
     "NodeLabel",
+    "PlanNode",
     "ReviewDecidedEvent",
     "ReviewRequestedEvent",
     "ReviewTimedOutEvent",
@@ -177,6 +178,19 @@ class NodeLabel:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PlanNode:
+    """A planned task, as the run's start announces it (what a flow graph draws)."""
+
+    task_index: int
+    description: str
+    agent_role: str
+    name: str | None = None
+    depends_on: tuple[int, ...] = ()
+    """The `task_index` of each task whose output this one waits for (its `context`, and
+    for a SEQUENTIAL run the task before it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EnsembleStartedEvent(EventBase):
     """A run started (after validation and planning, before the first task)."""
 
@@ -192,6 +206,9 @@ class EnsembleStartedEvent(EventBase):
     inputs: dict[str, str] = field(default_factory=dict)
     """The run's template inputs."""
     cost_configuration: CostConfiguration | None = None
+    plan: tuple[PlanNode, ...] = ()
+    """The planned tasks and what each waits for (tasks planned later, such as adaptive
+    map-reduce levels, are not in it)."""
     type: Literal["ensemble_started"] = field(default="ensemble_started", init=False)
 
 

@@ -23,6 +23,8 @@ class ReviewHandler(abc.ABC):
     input). Any object with such a `review` method is accepted; subclassing is optional.
     The engine enforces the request's timeout: when it expires the request's `on_timeout`
     applies and a late answer is ignored, so a handler never needs a timer of its own.
+    A handler may set `default_timeout` (a timedelta) and `default_on_timeout`: requests
+    without a time limit (timeout 0) then take them, as the web dashboard's handler does.
     """
 
     @abc.abstractmethod

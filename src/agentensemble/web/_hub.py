@@ -1,0 +1,640 @@
+"""The dashboard's state, on the server's event loop: retained runs, connected clients,
+pending reviews.
+
+Events arrive from the runs' loops through `Inbox` (a thread-safe deque: the run only
+appends) and are handled in batches on the server's loop: each becomes one wire message,
+serialized once, broadcast to every client and retained. Per run the hub keeps a compacted
+copy (the header, each task's latest state, its last tool calls and model calls, each
+delegation's latest message: what a `hello` sends) and a window of recent messages (what a
+`resume` replays). Tokens are broadcast only, consecutive ones of a task coalesced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentensemble._logging import get_logger
+from agentensemble.observability._events import (
+    DelegationCompletedEvent,
+    DelegationFailedEvent,
+    DelegationStartedEvent,
+    EnsembleCompletedEvent,
+    EnsembleStartedEvent,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
+    ReviewDecidedEvent,
+    ReviewRequestedEvent,
+    ReviewTimedOutEvent,
+    TaskCompleteEvent,
+    TaskFailedEvent,
+    TaskInputEvent,
+    TaskStartEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
+from agentensemble.observability._wire import serialize_event
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from agentensemble.observability._events import Event
+    from agentensemble.observability._trace_fold import TraceFold
+    from agentensemble.review import ReviewDecision, ReviewRequest
+
+__all__ = ["MAX_TEXT", "Client", "Hub", "Inbox", "NobodyLeft", "RunCanceller"]
+
+logger = get_logger("agentensemble.web")
+
+MAX_TEXT = 4000
+"""Characters of one text field in a dashboard message (prompts, outputs, tool payloads):
+the page shows this much; the full text is in the run's trace (``/api/runs/{id}``)."""
+
+TOOL_CALLS_KEPT = 20
+"""Tool calls per task in the compacted snapshot."""
+
+RESUME_WINDOW = 20_000
+"""Messages per run a reconnecting client can resume from."""
+
+FLUSH_DELAY = 0.02
+"""Seconds the inbox collects events before the server handles them as one batch."""
+
+
+_DELEGATION_EVENTS = (DelegationStartedEvent, DelegationCompletedEvent, DelegationFailedEvent)
+
+
+class Client:
+    """One connected page: a bounded queue of frames and the task that sends them."""
+
+    def __init__(self, send: Callable[[str], Any], *, max_pending: int) -> None:
+        self.send = send
+        self.max_pending = max_pending
+        self.pending: collections.deque[str] = collections.deque()
+        self.wake = asyncio.Event()
+        self.closed = asyncio.Event()
+        """Set once the server closes this client (it may be stuck in a send)."""
+        self.closing: tuple[int, str] | None = None
+        """Why the server is closing this client (code, reason), once it is."""
+
+    def offer(self, frame: str) -> bool:
+        """Queue `frame`; False when the client has `max_pending` frames unsent."""
+        if self.closing is not None:
+            return True
+        if len(self.pending) >= self.max_pending:
+            return False
+        self.pending.append(frame)
+        self.wake.set()
+        return True
+
+    def close(self, code: int, reason: str, *, after_pending: bool = False) -> None:
+        """Stop taking frames and close the connection with `code`: at once (a client
+        that cannot keep up), or once the frames already queued are sent."""
+        if self.closing is None:
+            self.closing = (code, reason)
+            self.wake.set()
+            if not after_pending:
+                self.pending.clear()
+                self.closed.set()
+
+    async def write(self) -> tuple[int, str]:
+        """Send queued frames until the client is closed; returns the close code."""
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            while self.pending:
+                await self.send(self.pending.popleft())
+            if self.closing is not None:
+                return self.closing
+
+
+@dataclass(frozen=True, slots=True)
+class RunCanceller:
+    """Cancels a run from another thread: the task running it, on its loop."""
+
+    loop: asyncio.AbstractEventLoop
+    task: asyncio.Task[Any]
+
+    def cancel(self) -> bool:
+        if self.task.done() or self.loop.is_closed():
+            return False
+        self.loop.call_soon_threadsafe(self.task.cancel)
+        return True
+
+
+@dataclass(slots=True)
+class _TaskSlots:
+    """A task's messages that the snapshot keeps (seq, frame)."""
+
+    started: tuple[int, str] | None = None
+    input: tuple[int, str] | None = None
+    ended: tuple[int, str] | None = None
+    iteration_started: tuple[int, str] | None = None
+    tools: collections.deque[tuple[int, str]] = field(
+        default_factory=lambda: collections.deque(maxlen=TOOL_CALLS_KEPT)
+    )
+    iterations: collections.deque[tuple[int, str]] = field(default_factory=collections.deque)
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def messages(self) -> Iterable[tuple[int, str]]:
+        for single in (self.started, self.input, self.iteration_started, self.ended):
+            if single is not None:
+                yield single
+        yield from self.tools
+        yield from self.iterations
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One retained run."""
+
+    ensemble_id: str
+    trace: TraceFold
+    started: tuple[int, str] | None = None
+    completed: tuple[int, str] | None = None
+    header: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, _TaskSlots] = field(default_factory=dict)
+    delegations: dict[str, tuple[int, str]] = field(default_factory=dict)
+    recent: collections.deque[tuple[int, str]] = field(
+        default_factory=lambda: collections.deque(maxlen=RESUME_WINDOW)
+    )
+    forgotten_seq: int = 0
+    """The highest seq that fell out of `recent` (a resume from before it needs a hello)."""
+    last_seq: int = 0
+    canceller: RunCanceller | None = None
+    ended_event: EnsembleCompletedEvent | None = None
+
+    def snapshot(self) -> list[tuple[int, str]]:
+        """The compacted messages, in seq order."""
+        kept = [m for m in (self.started, self.completed) if m is not None]
+        kept.extend(self.delegations.values())
+        for slots in self.tasks.values():
+            kept.extend(slots.messages())
+        kept.sort(key=lambda message: message[0])
+        return kept
+
+    def remember(self, seq: int, frame: str) -> None:
+        if len(self.recent) == self.recent.maxlen:
+            self.forgotten_seq = self.recent[0][0]
+        self.recent.append((seq, frame))
+
+    def since(self, cursor: int) -> list[str] | None:
+        """The retained messages after `cursor`, or None when some were forgotten."""
+        if cursor < self.forgotten_seq:
+            return None
+        return [frame for seq, frame in self.recent if seq > cursor]
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.header, "ensembleId": self.ensemble_id, "lastSeq": self.last_seq}
+
+
+@dataclass(slots=True)
+class _PendingReview:
+    request: ReviewRequest
+    ensemble_id: str
+    answer: concurrent.futures.Future[ReviewDecision]
+    frame: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class Inbox:
+    """Where the runs' threads leave events (and other work) for the server's loop: an
+    append and, for the first item of a batch, one wake-up of that loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handle: Callable[[list[Any]], None]):
+        self._loop = loop
+        self._handle = handle
+        self._items: collections.deque[Any] = collections.deque()
+        self._scheduled = False
+
+    def put(self, item: Any) -> None:
+        """Called from any thread; never blocks."""
+        self._items.append(item)
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._later)
+            except RuntimeError:  # the server's loop is closed: the dashboard stopped
+                self._items.clear()
+
+    def _later(self) -> None:
+        self._loop.call_later(FLUSH_DELAY, self.flush)
+
+    def flush(self) -> None:
+        """Handle everything put so far (on the server's loop)."""
+        self._scheduled = False
+        items = []
+        while self._items:
+            items.append(self._items.popleft())
+        if items:
+            self._handle(items)
+
+
+class Hub:
+    """Retained runs, clients and pending reviews; every method runs on the server's loop."""
+
+    def __init__(
+        self,
+        *,
+        max_retained_runs: int,
+        max_snapshot_iterations: int,
+        max_client_pending: int = 10_000,
+        mode: str = "live",
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.max_retained_runs = max_retained_runs
+        self.max_snapshot_iterations = max_snapshot_iterations
+        self.max_client_pending = max_client_pending
+        self.mode = mode
+        self.settings = dict(settings or {})
+        self.runs: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
+        self.clients: set[Client] = set()
+        self.reviews: dict[str, _PendingReview] = {}
+        self.messages_sent = 0
+        self.clients_dropped = 0
+        self.sockets = 0
+        """Open WebSocket connections (joined or not)."""
+        self.no_sockets = asyncio.Event()
+        self.no_sockets.set()
+
+    def socket_opened(self) -> None:
+        self.sockets += 1
+        self.no_sockets.clear()
+
+    def socket_closed(self) -> None:
+        self.sockets -= 1
+        if not self.sockets:
+            self.no_sockets.set()
+
+    # ---- events -----------------------------------------------------------------------
+
+    def handle(self, items: list[Any]) -> None:
+        """A batch from the inbox: events, and callables to run in their place in order."""
+        token: dict[str, Any] | None = None
+        for item in items:
+            if isinstance(item, TokenEvent):
+                token = self._coalesce(token, item)
+                continue
+            self._flush_token(token)
+            token = None
+            if callable(item):
+                item()
+            else:
+                self._event(item)
+        self._flush_token(token)
+
+    def _coalesce(self, pending: dict[str, Any] | None, event: TokenEvent) -> dict[str, Any]:
+        if (
+            pending is not None
+            and pending["taskId"] == event.task_id
+            and pending["ensembleId"] == event.ensemble_id
+        ):
+            pending["token"] += event.token
+            pending["lastSeq"] = event.seq
+            return pending
+        self._flush_token(pending)
+        return {
+            "type": "token",
+            "ensembleId": event.ensemble_id,
+            "seq": event.seq,
+            "taskId": event.task_id,
+            "taskIndex": event.task_index,
+            "taskDescription": event.task_description,
+            "agentRole": event.agent_role,
+            "token": event.token,
+            "sentAt": event.timestamp.isoformat().replace("+00:00", "Z"),
+        }
+
+    def _flush_token(self, pending: dict[str, Any] | None) -> None:
+        if pending is not None:
+            run = self.runs.get(pending["ensembleId"])
+            if run is not None:
+                run.last_seq = max(run.last_seq, pending.get("lastSeq", pending["seq"]))
+            self.broadcast(json.dumps(pending))
+
+    def _event(self, event: Event) -> None:
+        run = self._run_for(event)
+        run.trace.on(event)
+        message = _truncated(serialize_event(event))
+        self._annotate(run, event, message)
+        frame = json.dumps(message)
+        run.last_seq = max(run.last_seq, event.seq)
+        run.remember(event.seq, frame)
+        self._retain(run, event, (event.seq, frame))
+        self.broadcast(frame)
+
+    def _run_for(self, event: Event) -> RunRecord:
+        run = self.runs.get(event.ensemble_id)
+        if run is None:
+            from agentensemble.observability._trace_fold import TraceFold
+
+            run = RunRecord(event.ensemble_id, TraceFold())
+            self.runs[event.ensemble_id] = run
+            while len(self.runs) > self.max_retained_runs:
+                self._forget(next(iter(self.runs)))
+        return run
+
+    def _forget(self, ensemble_id: str) -> None:
+        self.runs.pop(ensemble_id, None)
+
+    def _annotate(self, run: RunRecord, event: Event, message: dict[str, Any]) -> None:
+        """Add what the page needs to fold compacted and live messages alike."""
+        if isinstance(event, ToolCallEvent):
+            slots = run.tasks.setdefault(event.task_id, _TaskSlots())
+            slots.tool_calls += 1
+            message["toolCallIndex"] = slots.tool_calls
+        elif isinstance(event, LlmIterationCompletedEvent):
+            slots = run.tasks.setdefault(event.task_id, _TaskSlots())
+            slots.input_tokens += max(event.input_tokens, 0)
+            slots.output_tokens += max(event.output_tokens, 0)
+            message["taskInputTokens"] = slots.input_tokens
+            message["taskOutputTokens"] = slots.output_tokens
+        elif isinstance(event, ReviewRequestedEvent):
+            seconds = event.timeout.total_seconds()
+            message["deadlineMs"] = (
+                round((event.timestamp.timestamp() + seconds) * 1000) if seconds else None
+            )
+        elif isinstance(event, EnsembleStartedEvent):
+            run.header = {
+                "name": event.name,
+                "workflow": event.workflow,
+                "totalTasks": event.total_tasks,
+                "startedAt": message.get("startedAt"),
+                "status": "running",
+            }
+        elif isinstance(event, EnsembleCompletedEvent):
+            run.ended_event = event
+            run.header.update(
+                status=_status(event),
+                exitReason=event.exit_reason,
+                completedAt=message.get("completedAt"),
+                durationMs=message.get("durationMs"),
+            )
+
+    def _retain(self, run: RunRecord, event: Event, kept: tuple[int, str]) -> None:
+        """Keep `kept` in the run's snapshot if it is the latest of its kind."""
+        if isinstance(event, EnsembleStartedEvent):
+            run.started = kept
+        elif isinstance(event, EnsembleCompletedEvent):
+            run.completed = kept
+            self._end_reviews(event.ensemble_id)
+        elif isinstance(event, _DELEGATION_EVENTS):
+            run.delegations[event.delegation_id] = kept
+        elif isinstance(event, ReviewRequestedEvent):
+            self._review_announced(event, kept[1])
+        elif isinstance(event, (ReviewDecidedEvent, ReviewTimedOutEvent)):
+            self.reviews.pop(event.review_id, None)
+        else:
+            self._retain_task(run, event, kept)
+
+    def _retain_task(self, run: RunRecord, event: Event, kept: tuple[int, str]) -> None:
+        if isinstance(event, TaskStartEvent):
+            run.tasks.setdefault(event.task_id, _TaskSlots()).started = kept
+        elif isinstance(event, TaskInputEvent):
+            run.tasks.setdefault(event.task_id, _TaskSlots()).input = kept
+        elif isinstance(event, (TaskCompleteEvent, TaskFailedEvent)):
+            slots = run.tasks.setdefault(event.task_id, _TaskSlots())
+            slots.ended = kept
+            slots.iteration_started = None
+        elif isinstance(event, ToolCallEvent):
+            run.tasks.setdefault(event.task_id, _TaskSlots()).tools.append(kept)
+        elif isinstance(event, LlmIterationStartedEvent):
+            run.tasks.setdefault(event.task_id, _TaskSlots()).iteration_started = kept
+        elif isinstance(event, LlmIterationCompletedEvent):
+            slots = run.tasks.setdefault(event.task_id, _TaskSlots())
+            slots.iteration_started = None
+            if self.max_snapshot_iterations:
+                slots.iterations.append(kept)
+                while len(slots.iterations) > self.max_snapshot_iterations:
+                    slots.iterations.popleft()
+
+    # ---- clients ----------------------------------------------------------------------
+
+    def broadcast(self, frame: str) -> None:
+        self.messages_sent += 1
+        for client in tuple(self.clients):
+            if not client.offer(frame):
+                self.drop(client, 1013, "client too slow: reconnect to resync")
+
+    def join(self, client: Client) -> None:
+        """Send `client` a hello and add it to the broadcast (nothing in between)."""
+        client.offer(self.hello())
+        self.clients.add(client)
+
+    def resume(self, client: Client, cursors: Mapping[str, Any]) -> None:
+        """Send what `client` missed since `cursors`, or a fresh hello when that is no
+        longer retained; then add it to the broadcast."""
+        frames = self._missed(cursors)
+        if frames is None:
+            client.offer(self.hello())
+        else:
+            for frame in frames:
+                client.offer(frame)
+            client.offer(json.dumps({"type": "resumed", "cursors": self.cursors()}))
+        self.clients.add(client)
+
+    def _missed(self, cursors: Mapping[str, Any]) -> list[str] | None:
+        if not isinstance(cursors, Mapping) or any(run not in self.runs for run in cursors):
+            return None
+        frames: list[str] = []
+        for ensemble_id, run in self.runs.items():
+            cursor = cursors.get(ensemble_id)
+            if cursor is None:
+                frames.extend(frame for _, frame in run.snapshot())
+                continue
+            if isinstance(cursor, bool) or not isinstance(cursor, int):
+                return None
+            missed = run.since(cursor)
+            if missed is None:
+                return None
+            frames.extend(missed)
+        return frames
+
+    def leave(self, client: Client) -> None:
+        """`client` disconnected; the last one leaving times out the pending reviews."""
+        self.clients.discard(client)
+        if not self.clients:
+            for review in tuple(self.reviews.values()):
+                _answer(review.answer, None)
+
+    def drop(self, client: Client, code: int, reason: str) -> None:
+        self.clients.discard(client)
+        self.clients_dropped += 1
+        client.close(code, reason)
+        if not self.clients:
+            self.leave(client)
+
+    def close_all(self, code: int, reason: str) -> None:
+        """Close every client once it has been sent what is queued for it."""
+        for client in tuple(self.clients):
+            self.clients.discard(client)
+            client.close(code, reason, after_pending=True)
+
+    def cursors(self) -> dict[str, int]:
+        return {ensemble_id: run.last_seq for ensemble_id, run in self.runs.items()}
+
+    def hello(self) -> str:
+        """The late-join message: every retained run's compacted messages, in order."""
+        head = json.dumps(
+            {
+                "type": "hello",
+                "mode": self.mode,
+                "serverTimeMs": round(time.time() * 1000),
+                "cursors": self.cursors(),
+                "settings": self.settings,
+            }
+        )
+        runs = ",".join(
+            f'{{"ensembleId":{json.dumps(ensemble_id)},"messages":['
+            + ",".join(frame for _, frame in run.snapshot())
+            + "]}"
+            for ensemble_id, run in self.runs.items()
+        )
+        reviews = ",".join(r.frame for r in self.reviews.values() if r.frame is not None)
+        return f'{head[:-1]},"runs":[{runs}],"reviews":[{reviews}]}}'
+
+    # ---- reviews and cancel -------------------------------------------------------------
+
+    def open_review(
+        self, request: ReviewRequest, answer: concurrent.futures.Future[ReviewDecision]
+    ) -> None:
+        """Register the handler's wait for a review. Its `review_requested` event came
+        first, and a page may have decided already: the decision is handed on."""
+        pending = self.reviews.get(request.review_id)
+        if pending is None:  # the dashboard is the handler but not a listener of the run
+            self.reviews[request.review_id] = _PendingReview(request, "", answer)
+            return
+        earlier, pending.answer = pending.answer, answer
+        if earlier.done() and not earlier.cancelled():
+            error = earlier.exception()
+            _answer(answer, None if error is not None else earlier.result())
+
+    def _review_announced(self, event: ReviewRequestedEvent, frame: str) -> None:
+        pending = self.reviews.get(event.review_id)
+        if pending is None:
+            import concurrent.futures
+
+            from agentensemble.review import ReviewRequest, ReviewTiming
+            from agentensemble.review._model import OnTimeoutAction
+
+            request = ReviewRequest(
+                task_description=event.task_description,
+                task_output=event.task_output,
+                timing=ReviewTiming(event.timing),
+                timeout=event.timeout,
+                on_timeout=OnTimeoutAction(event.on_timeout),
+                review_id=event.review_id,
+            )
+            pending = _PendingReview(request, event.ensemble_id, concurrent.futures.Future())
+            self.reviews[event.review_id] = pending
+        pending.frame = frame
+        pending.summary = {
+            "reviewId": event.review_id,
+            "ensembleId": event.ensemble_id,
+            "taskDescription": event.task_description,
+            "timing": event.timing,
+            "timeoutMs": event.timeout.total_seconds() * 1000,
+            "onTimeout": event.on_timeout,
+            "toolName": event.tool_name,
+            "requiredRole": event.required_role,
+        }
+
+    def decide(self, review_id: object, decision: object, revised: object) -> str:
+        """Apply a page's decision: ``applied``, ``ignored`` (unknown or already decided)
+        or ``invalid`` (not a decision)."""
+        chosen = _decision(decision, revised)
+        if chosen is None:
+            return "invalid"
+        pending = self.reviews.get(review_id) if isinstance(review_id, str) else None
+        if pending is None or pending.answer.done():
+            return "ignored"
+        _answer(pending.answer, chosen)
+        return "applied"
+
+    def _end_reviews(self, ensemble_id: str) -> None:
+        for review_id, review in tuple(self.reviews.items()):
+            if review.ensemble_id == ensemble_id:
+                self.reviews.pop(review_id, None)
+
+    def pending_reviews(self) -> list[dict[str, Any]]:
+        return [review.summary for review in self.reviews.values() if review.summary]
+
+    def cancel(self, ensemble_id: str) -> str:
+        """``cancelling``, ``unknown`` (not retained), ``finished`` or ``not-cancellable``."""
+        run = self.runs.get(ensemble_id)
+        if run is None:
+            return "unknown"
+        if run.ended_event is not None:
+            return "finished"
+        if run.canceller is None or not run.canceller.cancel():
+            return "not-cancellable"
+        return "cancelling"
+
+    def attach_canceller(self, ensemble_id: str, canceller: RunCanceller) -> None:
+        run = self.runs.get(ensemble_id)
+        if run is not None:
+            run.canceller = canceller
+
+
+def _status(event: EnsembleCompletedEvent) -> str:
+    if event.error_type == "CancelledError":
+        return "cancelled"
+    return {
+        "COMPLETED": "completed",
+        "USER_EXIT_EARLY": "stopped early",
+        "TIMEOUT": "timed out",
+    }.get(event.exit_reason, "failed")
+
+
+def _decision(decision: object, revised: object) -> ReviewDecision | None:
+    """The decision a page sent: approve/continue, edit (with `revised`), exit_early."""
+    from agentensemble.review._model import Continue, Edit, ExitEarly
+
+    if not isinstance(decision, str):
+        return None
+    chosen = decision.strip().lower().replace("-", "_")
+    if chosen in {"approve", "continue"}:
+        return Continue()
+    if chosen == "edit":
+        return Edit(revised if isinstance(revised, str) else "")
+    if chosen in {"exit_early", "exit"}:
+        return ExitEarly()
+    return None
+
+
+def _answer(
+    answer: concurrent.futures.Future[ReviewDecision], decision: ReviewDecision | None
+) -> None:
+    """Resolve a waiting review (None: as if it timed out); a decided one stays decided."""
+    if answer.done():
+        return
+    try:
+        if decision is None:
+            answer.set_exception(NobodyLeft())
+        else:
+            answer.set_result(decision)
+    except Exception:  # decided concurrently (InvalidStateError)
+        pass
+
+
+class NobodyLeft(Exception):
+    """The last page closed while a review waited: the handler applies the timeout action."""
+
+
+def _truncated(value: Any) -> Any:
+    """`value` with every string longer than `MAX_TEXT` cut, saying how much was left out."""
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT:
+            return value
+        return f"{value[:MAX_TEXT]}… [{len(value) - MAX_TEXT} more characters]"
+    if isinstance(value, dict):
+        return {key: _truncated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_truncated(item) for item in value]
+    return value
