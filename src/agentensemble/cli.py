@@ -7,6 +7,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentensemble.observability import ExecutionTrace
 
 __all__ = ["main"]
 
@@ -34,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     trace_commands = trace.add_subparsers(dest="trace_command", required=True)
     show = trace_commands.add_parser("show", help="print a readable summary of a trace file")
     show.add_argument("file", help="a trace written by JsonTraceExporter")
+    dashboard = commands.add_parser(
+        "dashboard", help="serve the live dashboard's page over a saved trace"
+    )
+    dashboard.add_argument("file", help="a trace written by JsonTraceExporter")
+    dashboard.add_argument("--port", type=int, default=7329, help="port (default 7329; 0: any)")
+    dashboard.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     return parser
 
 
@@ -81,22 +91,59 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _trace_show(args: argparse.Namespace) -> int:
-    import pydantic
+    from agentensemble.observability import summarize_trace
 
-    from agentensemble.observability import load_trace, summarize_trace
-
-    try:
-        trace = load_trace(args.file)
-    except OSError as error:
-        print(f"error: cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
-        return 2
-    except (pydantic.ValidationError, ValueError) as error:
-        print(
-            f"error: {args.file} is not an agentensemble trace ({_first_problem(error)})",
-            file=sys.stderr,
-        )
+    trace = _read_trace(args.file)
+    if trace is None:
         return 2
     print(summarize_trace(trace))
+    return 0
+
+
+def _read_trace(path: str) -> ExecutionTrace | None:
+    """The trace in `path`, or None after saying on stderr why it cannot be read."""
+    import pydantic
+
+    from agentensemble.observability import load_trace
+
+    try:
+        return load_trace(path)
+    except OSError as error:
+        print(f"error: cannot read {path}: {error.strerror or error}", file=sys.stderr)
+    except (pydantic.ValidationError, ValueError) as error:
+        print(
+            f"error: {path} is not an agentensemble trace ({_first_problem(error)})",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    """Serve a saved trace's page until Ctrl-C (exit 130) or SIGTERM."""
+    import signal
+    import threading
+
+    from agentensemble.errors import ValidationError
+    from agentensemble.web import WebDashboard
+
+    trace = _read_trace(args.file)
+    if trace is None:
+        return 2
+    try:
+        dashboard = WebDashboard.for_trace(trace, port=args.port, host=args.host)
+        dashboard.start()
+    except (ValidationError, OSError) as error:
+        print(f"error: cannot serve the dashboard: {error}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"Dashboard of {args.file} at {dashboard.url} (Ctrl-C stops it)", file=sys.stderr)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        dashboard.stop()
     return 0
 
 
@@ -116,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "trace":
         return _trace_show(args)
+    if args.command == "dashboard":
+        return _dashboard(args)
     return _demo(args)
 
 

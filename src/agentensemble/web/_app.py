@@ -102,6 +102,7 @@ class _Endpoints:
 
         if not self._authorized(request.headers, request.query_params):
             return JSONResponse({"error": "missing or wrong token"}, status_code=401)
+        self.hub.catch_up()
         if request.method == "POST" and not self._origin_allowed(
             request.headers.get("origin"), required=False
         ):
@@ -151,6 +152,7 @@ class _Endpoints:
                 "mode": self.hub.mode,
                 "version": __version__,
                 "clients": len(self.hub.clients),
+                "connections": self.hub.sockets,
                 "runs": len(self.hub.runs),
                 "pendingReviews": len(self.hub.reviews),
                 "messagesSent": self.hub.messages_sent,
@@ -250,9 +252,13 @@ class _Endpoints:
                 task.cancel()
             await asyncio.wait(tasks)
         if client.closing is not None:
-            with contextlib.suppress(Exception):
+            try:
                 async with asyncio.timeout(_CLOSE_GRACE):
                     await websocket.close(*client.closing)
+            except TimeoutError:
+                _abort(websocket)
+            except Exception:  # the client went away meanwhile
+                pass
 
     async def _read(self, websocket: WebSocket, client: Client, *, joined: bool) -> None:
         from starlette.websockets import WebSocketDisconnect
@@ -274,6 +280,15 @@ class _Endpoints:
                     )
                     if outcome == "invalid":
                         client.offer(_error(f"unknown decision {message.get('decision')!r}"))
+
+
+def _abort(websocket: WebSocket) -> None:
+    """Drop the connection of a client that reads nothing (its close frame cannot be sent):
+    uvicorn's protocol object, the ASGI `send` of the socket, holds the transport."""
+    protocol = getattr(getattr(websocket, "_send", None), "__self__", None)
+    transport = getattr(protocol, "transport", None)
+    if transport is not None and hasattr(transport, "abort"):
+        transport.abort()
 
 
 def _parsed(text: str) -> dict[str, Any]:

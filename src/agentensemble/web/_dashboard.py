@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 from agentensemble.observability._events import EnsembleStartedEvent, TokenEvent
-from agentensemble.review._handlers import timeout_decision
+from agentensemble.review._handlers import ReviewHandler, timeout_decision
 from agentensemble.review._model import OnTimeoutAction, check_on_timeout, check_timeout
 from agentensemble.web._hub import Hub, Inbox, NobodyLeft, RunCanceller
 
@@ -247,7 +247,7 @@ class DashboardListener:
                 self._dashboard.put(lambda: hub.attach_canceller(event.ensemble_id, canceller))
 
 
-class WebReviewHandler:
+class WebReviewHandler(ReviewHandler):
     """Asks the people watching the dashboard: the first decision from any page wins. When
     the last page closes, waiting reviews end as if they timed out."""
 
@@ -345,6 +345,7 @@ class _Server:
             hub.handle(dashboard._preloaded)
         self.hub = hub
         self.inbox = Inbox(asyncio.get_running_loop(), hub.handle)
+        hub.catch_up = self.inbox.flush
         self._stopping = asyncio.Event()
         config = uvicorn.Config(
             build_app(dashboard, hub, self._stopping),

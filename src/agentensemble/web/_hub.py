@@ -258,6 +258,9 @@ class Hub:
         self.reviews: dict[str, _PendingReview] = {}
         self.messages_sent = 0
         self.clients_dropped = 0
+        self.catch_up: Callable[[], None] = lambda: None
+        """Handles what the inbox holds now (set by the server): reads see every event
+        put before them."""
         self.sockets = 0
         """Open WebSocket connections (joined or not)."""
         self.no_sockets = asyncio.Event()
@@ -424,12 +427,14 @@ class Hub:
 
     def join(self, client: Client) -> None:
         """Send `client` a hello and add it to the broadcast (nothing in between)."""
+        self.catch_up()
         client.offer(self.hello())
         self.clients.add(client)
 
     def resume(self, client: Client, cursors: Mapping[str, Any]) -> None:
         """Send what `client` missed since `cursors`, or a fresh hello when that is no
         longer retained; then add it to the broadcast."""
+        self.catch_up()
         frames = self._missed(cursors)
         if frames is None:
             client.offer(self.hello())
