@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -36,13 +37,24 @@ async def client(
     chosen = origin_of(dashboard) if origin == "default" else origin
     uri = f"ws://127.0.0.1:{dashboard.port}/ws{query}"
     async with connect(uri, origin=chosen, open_timeout=DEADLINE, **options) as ws:  # type: ignore[arg-type]
-        yield ws
+        try:
+            yield ws
+        finally:
+            _unread.pop(id(ws), None)
+
+
+_unread: dict[int, collections.deque[Wire]] = {}
+"""Messages of a frame (a JSON array) not yet returned, per connection."""
 
 
 async def receive(ws: ClientConnection) -> Wire:
-    async with asyncio.timeout(DEADLINE):
-        message: Wire = json.loads(await ws.recv())
-    return message
+    """The next message (a frame is one message or a JSON array of them)."""
+    unread = _unread.setdefault(id(ws), collections.deque())
+    if not unread:
+        async with asyncio.timeout(DEADLINE):
+            frame = json.loads(await ws.recv())
+        unread.extend(frame if isinstance(frame, list) else [frame])
+    return unread.popleft()
 
 
 async def receive_until(ws: ClientConnection, done: Callable[[Wire], bool]) -> list[Wire]:
@@ -50,7 +62,7 @@ async def receive_until(ws: ClientConnection, done: Callable[[Wire], bool]) -> l
     received: list[Wire] = []
     async with asyncio.timeout(DEADLINE):
         while True:
-            message: Wire = json.loads(await ws.recv())
+            message = await receive(ws)
             received.append(message)
             if done(message):
                 return received

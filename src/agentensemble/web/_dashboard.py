@@ -17,9 +17,17 @@ from typing import TYPE_CHECKING, Any
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 from agentensemble.observability._events import EnsembleStartedEvent, TokenEvent
+from agentensemble.observability._wire import event_adapter
 from agentensemble.review._handlers import ReviewHandler, timeout_decision
 from agentensemble.review._model import OnTimeoutAction, check_on_timeout, check_timeout
-from agentensemble.web._hub import Hub, Inbox, NobodyLeft, RunCanceller
+from agentensemble.web._hub import (
+    DETAILED_TASKS,
+    TOOL_CALLS_KEPT,
+    Hub,
+    Inbox,
+    NobodyLeft,
+    RunCanceller,
+)
 
 if TYPE_CHECKING:
     from agentensemble.observability._events import Event
@@ -336,11 +344,15 @@ class _Server:
             max_client_pending=dashboard.max_client_pending,
             mode=dashboard._mode,
             settings={
+                "detailedTasks": DETAILED_TASKS,
+                "toolCallsKept": TOOL_CALLS_KEPT,
+                "iterationsKept": dashboard.max_snapshot_iterations,
                 "reviewTimeoutMs": dashboard.review_timeout.total_seconds() * 1000,
                 "onTimeout": dashboard.on_timeout.value,
                 "maxRetainedRuns": dashboard.max_retained_runs,
             },
         )
+        event_adapter()  # built now, not when the first event of a run arrives
         if dashboard._preloaded:
             hub.handle(dashboard._preloaded)
         self.hub = hub

@@ -3,7 +3,8 @@ pending reviews.
 
 Events arrive from the runs' loops through `Inbox` (a thread-safe deque: the run only
 appends) and are handled in batches on the server's loop: each becomes one wire message,
-serialized once, broadcast to every client and retained. Per run the hub keeps a compacted
+serialized once, broadcast to every client and retained. A client is sent what is queued
+for it as one frame: a message, or a JSON array of messages. Per run the hub keeps a compacted
 copy (the header, each task's latest state, its last tool calls and model calls, each
 delegation's latest message: what a `hello` sends) and a window of recent messages (what a
 `resume` replays). Tokens are broadcast only, consecutive ones of a task coalesced.
@@ -58,8 +59,16 @@ the page shows this much; the full text is in the run's trace (``/api/runs/{id}`
 TOOL_CALLS_KEPT = 20
 """Tool calls per task in the compacted snapshot."""
 
+DETAILED_TASKS = 100
+"""Finished tasks per run whose tool calls and model calls the snapshot keeps: when one more
+finishes, the oldest finished keeps only its start, input and end (the page applies the same
+rule, so a page that watched the run and one opened later agree)."""
+
 RESUME_WINDOW = 20_000
 """Messages per run a reconnecting client can resume from."""
+
+BATCH = 500
+"""Most messages sent to a client in one frame (a JSON array) when several are queued."""
 
 FLUSH_DELAY = 0.02
 """Seconds the inbox collects events before the server handles them as one batch."""
@@ -91,6 +100,14 @@ class Client:
         self.wake.set()
         return True
 
+    def _next_frame(self) -> str:
+        """The next message, or up to `BATCH` queued messages as one JSON array."""
+        pending = self.pending
+        if len(pending) == 1:
+            return pending.popleft()
+        batch = [pending.popleft() for _ in range(min(len(pending), BATCH))]
+        return f"[{','.join(batch)}]"
+
     def close(self, code: int, reason: str, *, after_pending: bool = False) -> None:
         """Stop taking frames and close the connection with `code`: at once (a client
         that cannot keep up), or once the frames already queued are sent."""
@@ -107,7 +124,7 @@ class Client:
             await self.wake.wait()
             self.wake.clear()
             while self.pending:
-                await self.send(self.pending.popleft())
+                await self.send(self._next_frame())
             if self.closing is not None:
                 return self.closing
 
@@ -164,6 +181,8 @@ class RunRecord:
     recent: collections.deque[tuple[int, str]] = field(
         default_factory=lambda: collections.deque(maxlen=RESUME_WINDOW)
     )
+    finished: collections.deque[str] = field(default_factory=collections.deque)
+    """Finished tasks that still have their details, oldest first."""
     forgotten_seq: int = 0
     """The highest seq that fell out of `recent` (a resume from before it needs a hello)."""
     last_seq: int = 0
@@ -405,6 +424,12 @@ class Hub:
             slots = run.tasks.setdefault(event.task_id, _TaskSlots())
             slots.ended = kept
             slots.iteration_started = None
+            run.finished.append(event.task_id)
+            if len(run.finished) > DETAILED_TASKS:
+                trimmed = run.tasks.get(run.finished.popleft())
+                if trimmed is not None:
+                    trimmed.tools.clear()
+                    trimmed.iterations.clear()
         elif isinstance(event, ToolCallEvent):
             run.tasks.setdefault(event.task_id, _TaskSlots()).tools.append(kept)
         elif isinstance(event, LlmIterationStartedEvent):
