@@ -161,7 +161,7 @@ async def test_a_run_streams_into_the_page_and_a_late_page_agrees(
     assert run["tasks"][0]["toolCalls"][0]["toolName"] == "lookup"
 
 
-def reviewed_task() -> Task[str]:
+def reviewed_task() -> Task[None]:
     return Task(
         description="Draft the launch announcement",
         expected_output="A paragraph",
