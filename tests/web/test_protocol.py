@@ -399,3 +399,30 @@ async def test_only_the_last_runs_are_retained() -> None:
         async with client(dashboard) as ws:
             hello = await receive(ws)
     assert [run["ensembleId"] for run in hello["runs"]] == ids[1:]
+
+
+@tool
+def long_report() -> str:
+    """A report longer than the page shows."""
+    return "data " * 3000
+
+
+async def test_long_texts_are_cut_for_the_page_and_whole_in_the_trace(
+    dashboard: WebDashboard,
+) -> None:
+    llm = ScriptedModel([ToolCall(id="c1", name="long_report", arguments="{}"), "Read it."])
+    reader = Agent(role="Reader", goal="Read", tools=[long_report], llm=llm)
+    task = Task(description="Read the report", expected_output="A summary", agent=reader)
+    async with client(dashboard) as ws:
+        await receive(ws)
+        output = await Ensemble(tasks=[task], web_dashboard=dashboard).arun()
+        received = await receive_until(ws, of_type("ensemble_completed"))
+        async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+            trace = ExecutionTrace.from_json(
+                (await http.get(f"/api/runs/{run_id_of(output)}")).text
+            )
+    [shown] = [m["toolResult"] for m in received if m["type"] == "tool_called"]
+    assert shown.startswith("data data")
+    assert shown.endswith(f"… [{15000 - 4000} more characters]")
+    [call] = trace.task_traces[0].llm_interactions[0].tool_calls
+    assert call.result == "data " * 3000

@@ -343,9 +343,11 @@ class Hub:
     def _event(self, event: Event) -> None:
         run = self._run_for(event)
         run.trace.on(event)
-        message = _truncated(serialize_event(event))
+        message = serialize_event(event)
         self._annotate(run, event, message)
         frame = json.dumps(message)
+        if len(frame) > MAX_TEXT:  # else no text in it can be longer
+            frame = json.dumps(_truncated(message))
         run.last_seq = max(run.last_seq, event.seq)
         run.remember(event.seq, frame)
         self._retain(run, event, (event.seq, frame))
