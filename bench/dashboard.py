@@ -4,7 +4,7 @@
 
 A synthetic run emits `--rate` events per second for `--seconds` seconds (90% tokens; the
 rest task, model-call and tool-call events of tasks that each take 100 events) through the
-dashboard's listener, exactly as the engine delivers them, watched by `--clients`
+dashboard's listener, exactly as the engine feeds it, watched by `--clients`
 WebSocket clients in another process; the same run without a dashboard is the baseline.
 Repetitions are interleaved (baseline, dashboard, baseline, ...). Reported, medians:
 
@@ -168,12 +168,8 @@ async def synthetic_run(
         seq += 1
         durable += type(event) is not TokenEvent
         event = dataclasses.replace(event, seq=seq, timestamp=datetime.now(UTC))
-        if listener is None:
-            return
-        if type(event) is TokenEvent:
-            await listener.on_token(event)
-        else:
-            await listener.on_event(event)
+        if listener is not None:  # as the run's dispatcher feeds it, in seq order
+            listener.handlers[type(event)](listener, event)
 
     await emit(EnsembleStartedEvent(ensemble_id=run_id, workflow="PARALLEL", total_tasks=0))
     tick = 0

@@ -603,7 +603,9 @@ async def _announce_start(plan: RunPlan, run: RunContext) -> None:
 
 def _plan_nodes(plan: RunPlan) -> tuple[PlanNode, ...]:
     """The planned tasks and what each waits for: its context, and in a SEQUENTIAL run the
-    task before it."""
+    task before it. A HIERARCHICAL run has none: its manager runs the tasks it is given."""
+    if plan.team is not None and plan.workflow_label == "HIERARCHICAL":
+        return ()
     index_of = {planned.source: planned.index for planned in plan.tasks}
     chained = plan.workflow_label == "SEQUENTIAL"
     nodes = []

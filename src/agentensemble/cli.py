@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     dashboard.add_argument("file", help="a trace written by JsonTraceExporter")
     dashboard.add_argument("--port", type=int, default=7329, help="port (default 7329; 0: any)")
     dashboard.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    dashboard.add_argument(
+        "--token",
+        default=os.environ.get("AGENTENSEMBLE_DASHBOARD_TOKEN"),
+        help="required off loopback: pages and API calls must carry it "
+        "(default: $AGENTENSEMBLE_DASHBOARD_TOKEN)",
+    )
     return parser
 
 
@@ -130,7 +136,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     if trace is None:
         return 2
     try:
-        dashboard = WebDashboard.for_trace(trace, port=args.port, host=args.host)
+        dashboard = WebDashboard.for_trace(trace, port=args.port, host=args.host, token=args.token)
         dashboard.start()
     except (ValidationError, OSError) as error:
         print(f"error: cannot serve the dashboard: {error}", file=sys.stderr)

@@ -212,16 +212,18 @@ async def test_a_page_that_stops_reading_is_dropped_and_the_others_get_everythin
     chunk, chunks = 400, 20
     with WebDashboard(port=0, max_client_pending=1000) as dashboard:
         listener = dashboard.listener
+
+        def emit(event: Any) -> None:  # as the run's dispatcher feeds it
+            listener.handlers[type(event)](listener, event)
+
         silent = await open_silent_socket(dashboard)
         async with client(dashboard) as fast:
             await receive(fast)
-            await listener.on_event(
-                EnsembleStartedEvent(ensemble_id="r", seq=1, workflow="PARALLEL", total_tasks=1)
-            )
+            emit(EnsembleStartedEvent(ensemble_id="r", seq=1, workflow="PARALLEL", total_tasks=1))
             seen: list[int] = [(await receive(fast))["seq"]]
             for n in range(chunks):
                 for event in tool_events("r", chunk, 2 + n * chunk):
-                    await listener.on_event(event)
+                    emit(event)
                 batch = await receive_until(fast, seq_is(1 + (n + 1) * chunk))
                 seen.extend(m["seq"] for m in batch)
             read = await asyncio.to_thread(read_until_closed, silent)
@@ -276,3 +278,31 @@ async def test_a_saved_trace_is_served_like_a_live_run(tmp_path: Path) -> None:
     assert completed["raw"] == output.raw == "Four."
     assert served["ensemble_id"] == trace.ensemble_id
     assert json.loads(trace.to_json()) == served
+
+
+async def test_a_run_cancelled_while_starting_the_server_leaves_it_stopped() -> None:
+    dashboard = WebDashboard(port=0)
+    running = asyncio.create_task(one_task(dashboard).arun())
+    await asyncio.sleep(0)  # one turn of the loop: the run is now starting the server
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert not dashboard.running
+    assert dashboard_threads() == []
+    assert (await one_task(dashboard).arun()).raw == "Hi."
+    assert dashboard_threads() == []
+
+
+def test_stop_from_two_threads_then_start_on_the_same_port() -> None:
+    with WebDashboard(port=0) as probe:
+        port = probe.port
+    dashboard = WebDashboard(port=port).start()
+    stoppers = [threading.Thread(target=dashboard.stop) for _ in range(2)]
+    for stopper in stoppers:
+        stopper.start()
+    for stopper in stoppers:
+        stopper.join()
+    assert refuses_connections(port)
+    dashboard.start()
+    assert dashboard.port == port
+    dashboard.stop()

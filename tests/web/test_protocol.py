@@ -273,7 +273,9 @@ async def test_the_first_decision_wins_and_every_tab_sees_it(dashboard: WebDashb
         output = await running
         await receive_until(first, of_type("ensemble_completed"))
         async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
-            late = await http.post(f"/api/reviews/{asked['reviewId']}", json={"decision": "edit"})
+            late = await http.post(
+                f"/api/reviews/{asked['reviewId']}", json={"decision": "approve"}
+            )
     assert decided["decision"] == "EDIT"
     assert decided["revisedOutput"] == "Edited."
     assert output.raw == "Edited."
@@ -331,7 +333,10 @@ async def test_a_gates_own_timeout_and_action_apply(dashboard: WebDashboard) -> 
     assert output.raw == "First draft."
 
 
-async def test_the_last_page_leaving_ends_pending_reviews(dashboard: WebDashboard) -> None:
+async def test_the_last_page_leaving_ends_pending_reviews(
+    dashboard: WebDashboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agentensemble.web._hub.REVIEW_GRACE", 0.05)
     review = Review(timeout=timedelta(minutes=5), on_timeout=OnTimeoutAction.EXIT_EARLY)
     async with client(dashboard) as first, client(dashboard) as second:
         await receive(first)
@@ -426,3 +431,154 @@ async def test_long_texts_are_cut_for_the_page_and_whole_in_the_trace(
     assert shown.endswith(f"… [{15000 - 4000} more characters]")
     [call] = trace.task_traces[0].llm_interactions[0].tool_calls
     assert call.result == "data " * 3000
+
+
+class SlowListener:
+    """An async listener before the dashboard's, slow enough to let parallel tasks'
+    events overtake each other in its queue of awaits."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def on_event(self, event: Any) -> None:
+        self.calls += 1
+        for _ in range(self.calls % 3):
+            await asyncio.sleep(0)
+
+
+async def test_a_runs_events_reach_the_page_in_seq_order_whatever_else_listens(
+    dashboard: WebDashboard,
+) -> None:
+    tasks = [Task(description=f"Task {n}", expected_output="x") for n in range(6)]
+    ensemble = Ensemble(
+        tasks=tasks,
+        llm=ScriptedModel([f"Answer {n}." for n in range(6)]),
+        workflow=Workflow.PARALLEL,
+        listeners=[SlowListener()],
+        web_dashboard=dashboard,
+    )
+    async with client(dashboard) as ws:
+        await receive(ws)
+        await ensemble.arun()
+        received = await receive_until(ws, of_type("ensemble_completed"))
+    covered = seqs_covered(received)
+    assert covered == list(range(1, len(covered) + 1))
+
+
+async def test_reviews_decided_by_another_handler_are_shown_not_decided(
+    dashboard: WebDashboard,
+) -> None:
+    from agentensemble import ReviewHandler
+
+    slow_approval = ReviewHandler.auto_approve_with_delay(timedelta(seconds=5))
+    ensemble = gated(Review.required(), web_dashboard=dashboard, review_handler=slow_approval)
+    async with client(dashboard) as ws:
+        await receive(ws)
+        running = asyncio.create_task(ensemble.arun())
+        [*_, asked] = await receive_until(ws, of_type("review_requested"))
+        async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+            refused = await http.post(
+                f"/api/reviews/{asked['reviewId']}", json={"decision": "exit_early"}
+            )
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+    assert refused.status_code == 409
+
+
+async def test_a_dashboard_that_only_decides_shows_and_forgets_its_reviews(
+    dashboard: WebDashboard,
+) -> None:
+    ensemble = gated(Review.required(), review_handler=dashboard.review_handler)
+    async with client(dashboard) as ws, httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+        await receive(ws)
+        running = asyncio.create_task(ensemble.arun())
+        [*_, asked] = await receive_until(ws, of_type("review_requested"))
+        [pending] = (await http.get("/api/reviews")).json()
+        await http.post(f"/api/reviews/{asked['reviewId']}", json={"decision": "approve"})
+        output = await running
+        status = (await http.get("/api/status")).json()
+    assert pending["reviewId"] == asked["reviewId"]
+    assert output.raw == "First draft."
+    assert status["pendingReviews"] == 0
+
+
+async def test_a_review_with_no_dashboard_serving_ends_at_once() -> None:
+    stopped = WebDashboard(port=0)
+    review = Review(timeout=timedelta(minutes=5), on_timeout=OnTimeoutAction.CONTINUE)
+    output = await gated(review, review_handler=stopped.review_handler).arun()
+    assert output.raw == "First draft."
+
+
+async def test_a_resume_too_large_to_queue_gets_a_fresh_hello() -> None:
+    with WebDashboard(port=0, max_client_pending=5) as dashboard:
+        output = await two_tasks(web_dashboard=dashboard).arun()
+        async with client(dashboard, query="?resume=1") as ws:
+            await ws.send(json.dumps({"type": "resume", "cursors": {run_id_of(output): 1}}))
+            answer = await receive(ws)
+    assert answer["type"] == "hello"
+
+
+async def test_requests_naming_another_host_are_refused(dashboard: WebDashboard) -> None:
+    async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+        rebound = await http.get("/api/runs", headers={"Host": "attacker.example"})
+        ours = await http.get("/api/runs", headers={"Host": f"localhost:{dashboard.port}"})
+    assert rebound.status_code == 421
+    assert ours.status_code == 200
+
+
+def test_an_ipv6_host_gives_a_usable_url() -> None:
+    assert WebDashboard(port=7329, host="[::1]").url == "http://[::1]:7329/"
+    assert WebDashboard(port=7329, host="::1").url == "http://[::1]:7329/"
+
+
+async def test_a_page_that_comes_back_in_time_keeps_the_review_open(
+    dashboard: WebDashboard,
+) -> None:
+    async with client(dashboard) as ws:
+        await receive(ws)
+        running = asyncio.create_task(gated(Review.required(), web_dashboard=dashboard).arun())
+        [*_, asked] = await receive_until(ws, of_type("review_requested"))
+    async with client(dashboard) as again:  # a reload: within the grace period
+        hello = await receive(again)
+        assert [r["reviewId"] for r in hello["reviews"]] == [asked["reviewId"]]
+        decision = {"type": "review_decision", "reviewId": asked["reviewId"]}
+        await again.send(json.dumps({**decision, "decision": "approve"}))
+        output = await running
+    assert output.exit_reason is ExitReason.COMPLETED
+
+
+async def test_an_edit_needs_text(dashboard: WebDashboard) -> None:
+    async with client(dashboard) as ws:
+        await receive(ws)
+        running = asyncio.create_task(gated(Review.required(), web_dashboard=dashboard).arun())
+        [*_, asked] = await receive_until(ws, of_type("review_requested"))
+        async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+            empty = await http.post(f"/api/reviews/{asked['reviewId']}", json={"decision": "edit"})
+            blank = await http.post(
+                f"/api/reviews/{asked['reviewId']}",
+                json={"decision": "edit", "revisedOutput": "  "},
+            )
+            await http.post(f"/api/reviews/{asked['reviewId']}", json={"decision": "approve"})
+        output = await running
+    assert empty.status_code == blank.status_code == 400
+    assert "revisedOutput" in empty.json()["error"]
+    assert output.raw == "First draft."
+
+
+async def test_the_trace_of_a_running_run_holds_what_completed(dashboard: WebDashboard) -> None:
+    gate = Gate(["Done.", "Later."])
+    first = Task(description="One", expected_output="x")
+    second = Task(description="Two", expected_output="x")
+    ensemble = Ensemble(tasks=[first, second], llm=gate.model(), web_dashboard=dashboard)
+    running = asyncio.create_task(ensemble.arun())
+    await gate.waiting.wait()
+    async with client(dashboard) as ws:
+        hello = await receive(ws)
+        run_id = hello["runs"][0]["ensembleId"]
+        async with httpx.AsyncClient(base_url=origin_of(dashboard)) as http:
+            so_far = ExecutionTrace.from_json((await http.get(f"/api/runs/{run_id}")).text)
+    gate.opened.set()
+    await running
+    assert so_far.exit_reason == "RUNNING"
+    assert [task.final_output for task in so_far.task_traces] == ["Done."]

@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._checks import unknown_methods
@@ -69,6 +69,11 @@ class EnsembleListener:
     is logged and never disturbs the run or the other listeners. Listeners belong to one
     ensemble (or one run, through `RunOptions`); wrap a slow one in `QueuedListener` so
     that it never holds a run up.
+
+    A listener with a `handlers` mapping (event class -> ``handler(listener, event)``) is
+    also fed like the run's own folds: synchronously as each event is emitted, in `seq`
+    order, before any listener method. Such handlers must be instant and must not raise
+    (the web dashboard's listener only appends to a queue there).
     """
 
     def on_ensemble_started(self, event: EnsembleStartedEvent) -> Any:
@@ -404,9 +409,10 @@ class EventDispatcher:
         self.listeners = tuple(listeners)
         self.trace = TraceFold()
         """The run's trace, folded from its events as they are emitted (the first fold)."""
+        ordered = [listener for listener in self.listeners if _is_fold(listener)]
         self._folds: tuple[tuple[Fold, Mapping[type[Any], Callable[[Any, Any], None]]], ...] = (
             (self.trace, self.trace.handlers),
-            *((fold, fold.handlers) for fold in folds),
+            *((fold, fold.handlers) for fold in (*folds, *ordered)),
         )
         self._seq = itertools.count(1).__next__
         self._queues: list[_Queue] = []
@@ -561,6 +567,12 @@ async def _drain_all(queues: Sequence[_Queue]) -> None:
     async with asyncio.TaskGroup() as group:
         for queue in queues:
             group.create_task(queue.drain())
+
+
+def _is_fold(listener: object) -> TypeGuard[Fold]:
+    """Whether a listener is also fed as a fold: it has a `handlers` mapping (event class ->
+    ``handler(listener, event)``), called as each event is emitted, in `seq` order."""
+    return isinstance(getattr(listener, "handlers", None), Mapping)
 
 
 def _lookup(listener: object, name: str) -> Callable[[Any], Any]:

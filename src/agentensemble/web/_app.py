@@ -14,7 +14,6 @@ from agentensemble.web._dashboard import is_loopback
 from agentensemble.web._hub import Client
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.websockets import WebSocket
@@ -25,24 +24,26 @@ if TYPE_CHECKING:
 __all__ = ["build_app"]
 
 _ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
-_PUBLIC_PATHS = ("/", "/static/", "/api/health/")
 _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; connect-src 'self'; img-src 'self' data:; "
     "style-src 'self'; script-src 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+_INVALID_DECISION = (
+    'a decision is "approve", "exit_early", or "edit" with a non-blank "revisedOutput"'
+)
 _CLOSE_GRACE = 1.0
 """Seconds a closing WebSocket gets to finish its close handshake."""
 
 
-def build_app(dashboard: WebDashboard, hub: Hub, stopping: asyncio.Event) -> Starlette:
+def build_app(dashboard: WebDashboard, hub: Hub, stopping: asyncio.Event) -> Any:
     """The dashboard's application: the page, its WebSocket, and the JSON API."""
     from starlette.applications import Starlette
     from starlette.routing import Route, WebSocketRoute
 
     endpoints = _Endpoints(dashboard, hub, stopping)
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", endpoints.page),
             Route("/static/{name}", endpoints.asset),
@@ -57,6 +58,39 @@ def build_app(dashboard: WebDashboard, hub: Hub, stopping: asyncio.Event) -> Sta
             Route("/api/reviews/{review_id}", endpoints.decide, methods=["POST"]),
         ],
     )
+    return _LoopbackHosts(app) if is_loopback(dashboard.host) else app
+
+
+class _LoopbackHosts:
+    """On a loopback binding, refuse requests naming another host (421): a page on a
+    domain that rebinds to 127.0.0.1 must not read the runs."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in {"http", "websocket"} and not _loopback_host(scope):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008, "reason": "Host not allowed"})
+                return
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 421,
+                    "headers": [(b"content-type", b"text/plain")],
+                }
+            )
+            await send({"type": "http.response.body", "body": b"Host not allowed"})
+            return
+        await self.app(scope, receive, send)
+
+
+def _loopback_host(scope: Any) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"host":
+            host = urlsplit(f"//{value.decode('latin-1')}").hostname
+            return host is not None and is_loopback(host)
+    return False
 
 
 class _Endpoints:
@@ -179,10 +213,10 @@ class _Endpoints:
         run = self.hub.runs.get(ensemble_id)
         if run is None:
             return JSONResponse({"error": f"no retained run {ensemble_id!r}"}, status_code=404)
-        if run.ended_event is not None:
-            text = run.trace.trace_for(run.ended_event).to_json()
-        else:
-            text = run.trace.result().to_json()
+        try:
+            text = run.trace_json()
+        except ValueError as error:  # the dashboard started after the run did
+            return JSONResponse({"error": f"no trace of run {ensemble_id!r}: {error}"}, 409)
         return Response(text, media_type="application/json")
 
     async def cancel(self, request: Request) -> Response:
@@ -216,8 +250,11 @@ class _Endpoints:
         outcome = self.hub.decide(
             request.path_params["review_id"], body.get("decision"), body.get("revisedOutput")
         )
-        status = {"applied": 200, "ignored": 404}.get(outcome, 400)
-        return JSONResponse({"result": outcome}, status_code=status)
+        status = {"applied": 200, "ignored": 404, "elsewhere": 409}.get(outcome, 400)
+        body = {"result": outcome}
+        if outcome == "invalid":
+            body["error"] = _INVALID_DECISION
+        return JSONResponse(body, status_code=status)
 
     # ---- the WebSocket ------------------------------------------------------------------------
 
@@ -237,6 +274,7 @@ class _Endpoints:
 
     async def _serve_socket(self, websocket: WebSocket) -> None:
         client = Client(websocket.send_text, max_pending=self.hub.max_client_pending)
+        self.hub.connect(client)
         resuming = websocket.query_params.get("resume") == "1"
         if not resuming:
             self.hub.join(client)
@@ -279,7 +317,9 @@ class _Endpoints:
                         message.get("revisedOutput"),
                     )
                     if outcome == "invalid":
-                        client.offer(_error(f"unknown decision {message.get('decision')!r}"))
+                        client.offer(_error(_INVALID_DECISION))
+                    elif outcome == "elsewhere":
+                        client.offer(_error("this run's reviews are decided by another handler"))
 
 
 def _abort(websocket: WebSocket) -> None:

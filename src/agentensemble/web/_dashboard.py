@@ -9,14 +9,14 @@ import contextlib
 import ipaddress
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
-from agentensemble.observability._events import EnsembleStartedEvent, TokenEvent
+from agentensemble.observability._events import EVENT_TYPES, EnsembleStartedEvent, TokenEvent
 from agentensemble.observability._wire import event_adapter
 from agentensemble.review._handlers import ReviewHandler, timeout_decision
 from agentensemble.review._model import OnTimeoutAction, check_on_timeout, check_timeout
@@ -101,7 +101,8 @@ class WebDashboard:
         _check_int(max_client_pending, "max_client_pending", 1, None)
         self.host = host
         self.requested_port = port
-        self.review_timeout = check_timeout(review_timeout, "WebDashboard review_timeout")
+        self._last_port = port
+        self.review_timeout = check_timeout(review_timeout, "WebDashboard review")
         self.on_timeout = check_on_timeout(on_timeout, "WebDashboard")
         self.max_retained_runs = max_retained_runs
         self.max_snapshot_iterations = max_snapshot_iterations
@@ -111,8 +112,10 @@ class WebDashboard:
         """Add to an ensemble's `listeners` (or `RunOptions.listeners`) to show its runs."""
         self.review_handler = WebReviewHandler(self)
         """Set as an ensemble's `review_handler` to decide its reviews in the page."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._server: _Server | None = None
+        self._stopping: _Server | None = None
+        """A server taken out of use and being stopped (a start waits for it)."""
         self._run_users = 0
         self._started_by_runs = False
         self._preloaded: list[Any] = []
@@ -141,39 +144,34 @@ class WebDashboard:
 
     @property
     def port(self) -> int:
-        """The port the server listens on (the requested one until it starts)."""
+        """The port the server listens on (the requested one until it first starts, the
+        last one after it stops)."""
         server = self._server
-        return server.port if server is not None else self.requested_port
+        if server is not None:
+            self._last_port = server.port
+        return self._last_port
 
     @property
     def url(self) -> str:
         """The page's address (with ``?token=`` when a token is set)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        bare = self.host.strip("[]")
+        host = f"[{bare}]" if ":" in bare else bare
         query = f"?token={self.token}" if self.token else ""
         return f"http://{host}:{self.port}/{query}"
 
     def start(self) -> WebDashboard:
         """Start serving (idempotent); returns once the server accepts connections. Raises
         `OSError` when the port cannot be bound."""
-        with self._lock:
-            if self._server is None:
-                self._server = _Server(self)
-                try:
-                    self._server.start()
-                except BaseException:
-                    self._server = None
-                    raise
-                atexit.register(self.stop)  # close the pages' connections at exit
+        self._start(by_runs=False)
         return self
 
     def stop(self) -> None:
-        """Close every page's connection and stop the server (idempotent)."""
+        """Close every page's connection and stop the server (idempotent; returns once it
+        has stopped, also when another thread is stopping it)."""
         with self._lock:
-            server, self._server = self._server, None
-            self._started_by_runs = False
+            server = self._detach() or self._stopping
         if server is not None:
-            server.stop()
-            atexit.unregister(self.stop)
+            self._stop_server(server)
 
     def __enter__(self) -> WebDashboard:
         return self.start()
@@ -193,20 +191,22 @@ class WebDashboard:
         await asyncio.to_thread(self.stop)
 
     async def acquire_for_run(self) -> None:
-        """A run with this dashboard starts: start the server if nobody has (the runs then
-        own it: the last of them to end stops it)."""
+        """A run with this dashboard starts: start the server if it is not running (the
+        runs then own it: the last of them to end stops it). A server that cannot start
+        (its port is taken) is logged and the run goes on without it."""
         with self._lock:
             self._run_users += 1
             needs_start = self._server is None
-        if needs_start:
-            try:
-                await asyncio.to_thread(self.start)
-            except OSError as error:
-                logger.warning("Web dashboard could not start on %s: %s", self.url, error)
-            with self._lock:
-                self._started_by_runs = self._server is not None
-        elif self._server is not None:
-            logger.debug("Web dashboard already running at %s", self.url)
+        if not needs_start:
+            return
+        try:
+            await asyncio.to_thread(self._start, by_runs=True)
+            logger.info("Web dashboard at %s", self.url)
+        except OSError as error:
+            logger.warning("Web dashboard could not start on %s: %s", self.url, error)
+        except BaseException:  # cancelled meanwhile, or the `web` extra is missing
+            await self.release_for_run()
+            raise
 
     async def release_for_run(self) -> None:
         """A run with this dashboard ended: stop the server if the runs started it and
@@ -214,8 +214,35 @@ class WebDashboard:
         with self._lock:
             self._run_users -= 1
             owned = self._started_by_runs and self._run_users == 0
-        if owned:
-            await asyncio.to_thread(self.stop)
+            server = self._detach() if owned else None
+        if server is not None:
+            await asyncio.to_thread(self._stop_server, server)
+
+    def _start(self, *, by_runs: bool) -> None:
+        with self._lock:
+            if self._stopping is not None:  # another caller is stopping the last server
+                self._stop_server(self._stopping)
+            if self._server is not None:
+                return
+            server = _Server(self)
+            server.start()
+            self._server = server
+            self._started_by_runs = by_runs
+            atexit.register(self.stop)  # close the pages' connections at exit
+
+    def _detach(self) -> _Server | None:
+        """Take the running server out of use (under the lock); the caller stops it."""
+        server, self._server = self._server, None
+        self._started_by_runs = False
+        if server is not None:
+            self._stopping = server
+        return server
+
+    def _stop_server(self, server: _Server) -> None:
+        server.stop()
+        atexit.unregister(self.stop)
+        if self._stopping is server:
+            self._stopping = None
 
     # ---- from the runs' threads -----------------------------------------------------------
 
@@ -231,28 +258,37 @@ class WebDashboard:
 
 
 class DashboardListener:
-    """The run side of the dashboard: hands each event to the server's loop (O(1))."""
+    """The run side of the dashboard: hands each event to the server's loop (an append).
+
+    It is fed as a fold (`handlers`): synchronously as each event is emitted, so the
+    server gets a run's events in `seq` order whatever the other listeners do. Its
+    `on_token` only asks the run to stream answers."""
 
     def __init__(self, dashboard: WebDashboard) -> None:
         self._dashboard = dashboard
+        handlers: dict[type[Any], Callable[[DashboardListener, Any], None]] = {
+            kind: DashboardListener._put for kind in EVENT_TYPES
+        }
+        handlers[EnsembleStartedEvent] = DashboardListener._started
+        self.handlers: Mapping[type[Any], Callable[[DashboardListener, Any], None]] = handlers
 
     def __repr__(self) -> str:
         return f"DashboardListener({self._dashboard!r})"
 
     async def on_token(self, event: TokenEvent) -> None:
+        """Tokens reach the dashboard through `handlers`; this method makes runs stream."""
+
+    def _put(self, event: Event) -> None:
         self._dashboard.put(event)
 
-    async def on_event(self, event: Event) -> None:
-        kind = type(event)
-        if kind is TokenEvent:
-            return  # delivered to on_token
+    def _started(self, event: EnsembleStartedEvent) -> None:
+        """A run started (on its own task): the page may cancel that task."""
         self._dashboard.put(event)
-        if kind is EnsembleStartedEvent:
-            task = asyncio.current_task()
-            hub = self._dashboard.hub()
-            if task is not None and hub is not None:
-                canceller = RunCanceller(asyncio.get_running_loop(), task)
-                self._dashboard.put(lambda: hub.attach_canceller(event.ensemble_id, canceller))
+        hub = self._dashboard.hub()
+        task = asyncio.current_task()
+        if hub is not None and task is not None:
+            canceller = RunCanceller(asyncio.get_running_loop(), task)
+            self._dashboard.put(lambda: hub.attach_canceller(event.ensemble_id, canceller))
 
 
 class WebReviewHandler(ReviewHandler):
@@ -275,14 +311,17 @@ class WebReviewHandler(ReviewHandler):
         return self._dashboard.on_timeout
 
     async def review(self, request: ReviewRequest) -> ReviewDecision:
-        answer: concurrent.futures.Future[ReviewDecision] = concurrent.futures.Future()
         hub = self._dashboard.hub()
-        if hub is not None:
-            self._dashboard.put(lambda: hub.open_review(request, answer))
+        if hub is None:  # not serving: nobody can decide
+            return timeout_decision(request)
+        answer: concurrent.futures.Future[ReviewDecision] = concurrent.futures.Future()
+        self._dashboard.put(lambda: hub.open_review(request, answer))
         try:
             return await asyncio.wrap_future(answer)
         except NobodyLeft:
             return timeout_decision(request)
+        finally:
+            self._dashboard.put(lambda: hub.close_review(request.review_id))
 
 
 class _Server:
@@ -300,6 +339,8 @@ class _Server:
         self._uvicorn: Any = None
         self._stopping: asyncio.Event | None = None
         self._closing: asyncio.Future[None] | None = None
+        self._abandoned = False
+        """Set when start() gave up waiting: the server stops as soon as it is up."""
 
     def start(self) -> None:
         from agentensemble._extras import require
@@ -313,6 +354,8 @@ class _Server:
         )
         self._thread.start()
         if not self._ready.wait(_START_TIMEOUT):
+            self._abandoned = True
+            self.stop()
             raise OSError(f"the web dashboard did not start within {_START_TIMEOUT:.0f} s")
         if self._failure is not None:
             raise self._failure
@@ -367,20 +410,24 @@ class _Server:
             ws_ping_interval=None,
             timeout_graceful_shutdown=2,
         )
-        self._uvicorn = server = _ready_server(uvicorn.Server, config, self._ready.set)
+        self._uvicorn = server = _ready_server(uvicorn.Server, config, self._on_ready)
         async with asyncio.TaskGroup() as group:
             heartbeat = group.create_task(_heartbeat(hub))
             await server.serve(sockets=[sock])
             heartbeat.cancel()
         self.inbox.flush()
 
+    def _on_ready(self) -> None:
+        self._ready.set()
+        if self._abandoned:
+            self.stop()
+
     def stop(self) -> None:
         loop, thread = self.loop, self._thread
-        if loop is None or thread is None or loop.is_closed():
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._shutdown)
-        if thread is not threading.current_thread():
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._shutdown)
+        if thread is not None and thread is not threading.current_thread():
             thread.join(_STOP_TIMEOUT)
 
     def _shutdown(self) -> None:
@@ -394,6 +441,7 @@ class _Server:
             if self.inbox is not None:
                 self.inbox.flush()
             if self.hub is not None:
+                self.hub.end_reviews()
                 self.hub.close_all(1001, "dashboard stopping")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(_CLOSE_PAGES_TIMEOUT):

@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import get_logger
@@ -67,6 +68,10 @@ rule, so a page that watched the run and one opened later agree)."""
 RESUME_WINDOW = 20_000
 """Messages per run a reconnecting client can resume from."""
 
+REVIEW_GRACE = 10.0
+"""Seconds the last page to leave has to come back (a reload, a dropped connection)
+before the reviews it could have decided end with their timeout action."""
+
 BATCH = 500
 """Most messages sent to a client in one frame (a JSON array) when several are queued."""
 
@@ -89,6 +94,8 @@ class Client:
         """Set once the server closes this client (it may be stuck in a send)."""
         self.closing: tuple[int, str] | None = None
         """Why the server is closing this client (code, reason), once it is."""
+        self.dropped = False
+        """Closed for being too slow."""
 
     def offer(self, frame: str) -> bool:
         """Queue `frame`; False when the client has `max_pending` frames unsent."""
@@ -181,6 +188,8 @@ class RunRecord:
     recent: collections.deque[tuple[int, str]] = field(
         default_factory=lambda: collections.deque(maxlen=RESUME_WINDOW)
     )
+    outputs: list[str] = field(default_factory=list)
+    """Tasks completed so far that are not delegated workers (a running run's trace)."""
     finished: collections.deque[str] = field(default_factory=collections.deque)
     """Finished tasks that still have their details, oldest first."""
     forgotten_seq: int = 0
@@ -209,6 +218,25 @@ class RunRecord:
             return None
         return [frame for seq, frame in self.recent if seq > cursor]
 
+    def trace_json(self) -> str:
+        """The run's trace as JSON: so far (exit reason ``RUNNING``) while it runs."""
+        ended = self.ended_event
+        if ended is None:
+            ended = EnsembleCompletedEvent(
+                ensemble_id=self.ensemble_id,
+                duration=datetime.now(UTC) - self._started_at(),
+                exit_reason="RUNNING",
+                output_task_ids=tuple(self.outputs),
+            )
+        return self.trace.trace_for(ended).to_json()
+
+    def _started_at(self) -> datetime:
+        """When the run started (now, if its start was never seen)."""
+        started = self.header.get("startedAt")
+        if isinstance(started, str):
+            return datetime.fromisoformat(started.replace("Z", "+00:00"))
+        return datetime.now(UTC)
+
     def summary(self) -> dict[str, Any]:
         return {**self.header, "ensembleId": self.ensemble_id, "lastSeq": self.last_seq}
 
@@ -220,6 +248,9 @@ class _PendingReview:
     answer: concurrent.futures.Future[ReviewDecision]
     frame: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    waiting: bool = False
+    """The dashboard's review handler waits for this decision (else another handler
+    decides it, and the page only shows it)."""
 
 
 class Inbox:
@@ -274,6 +305,9 @@ class Hub:
         self.settings = dict(settings or {})
         self.runs: collections.OrderedDict[str, RunRecord] = collections.OrderedDict()
         self.clients: set[Client] = set()
+        """Pages that get the broadcast."""
+        self.connected: set[Client] = set()
+        """Every open connection's client, joined or still to send its `resume`."""
         self.reviews: dict[str, _PendingReview] = {}
         self.messages_sent = 0
         self.clients_dropped = 0
@@ -380,10 +414,7 @@ class Hub:
             message["taskInputTokens"] = slots.input_tokens
             message["taskOutputTokens"] = slots.output_tokens
         elif isinstance(event, ReviewRequestedEvent):
-            seconds = event.timeout.total_seconds()
-            message["deadlineMs"] = (
-                round((event.timestamp.timestamp() + seconds) * 1000) if seconds else None
-            )
+            message["deadlineMs"] = _deadline_ms(event)
         elif isinstance(event, EnsembleStartedEvent):
             run.header = {
                 "name": event.name,
@@ -427,6 +458,8 @@ class Hub:
             slots.ended = kept
             slots.iteration_started = None
             run.finished.append(event.task_id)
+            if isinstance(event, TaskCompleteEvent) and event.parent_task_id is None:
+                run.outputs.append(event.task_id)
             if len(run.finished) > DETAILED_TASKS:
                 trimmed = run.tasks.get(run.finished.popleft())
                 if trimmed is not None:
@@ -463,7 +496,7 @@ class Hub:
         longer retained; then add it to the broadcast."""
         self.catch_up()
         frames = self._missed(cursors)
-        if frames is None:
+        if frames is None or len(frames) >= client.max_pending:
             client.offer(self.hello())
         else:
             for frame in frames:
@@ -488,23 +521,36 @@ class Hub:
             frames.extend(missed)
         return frames
 
+    def connect(self, client: Client) -> None:
+        self.connected.add(client)
+
     def leave(self, client: Client) -> None:
-        """`client` disconnected; the last one leaving times out the pending reviews."""
+        """`client` disconnected. When the last page goes (not one dropped for being slow:
+        it reconnects), nobody is left to decide the pending reviews: they end."""
+        self.connected.discard(client)
         self.clients.discard(client)
+        if not self.clients and not client.dropped and self.reviews:
+            asyncio.get_running_loop().call_later(REVIEW_GRACE, self._end_reviews_if_alone)
+
+    def _end_reviews_if_alone(self) -> None:
         if not self.clients:
-            for review in tuple(self.reviews.values()):
-                _answer(review.answer, None)
+            self.end_reviews()
+
+    def end_reviews(self) -> None:
+        """End every waiting review with its timeout action."""
+        for review in tuple(self.reviews.values()):
+            _answer(review.answer, None)
 
     def drop(self, client: Client, code: int, reason: str) -> None:
+        """Disconnect a page that cannot keep up (it resyncs when it reconnects)."""
         self.clients.discard(client)
         self.clients_dropped += 1
+        client.dropped = True
         client.close(code, reason)
-        if not self.clients:
-            self.leave(client)
 
     def close_all(self, code: int, reason: str) -> None:
-        """Close every client once it has been sent what is queued for it."""
-        for client in tuple(self.clients):
+        """Close every connection once it has been sent what is queued for it."""
+        for client in tuple(self.connected):
             self.clients.discard(client)
             client.close(code, reason, after_pending=True)
 
@@ -537,17 +583,30 @@ class Hub:
         self, request: ReviewRequest, answer: concurrent.futures.Future[ReviewDecision]
     ) -> None:
         """Register the handler's wait for a review. Its `review_requested` event came
-        first, and a page may have decided already: the decision is handed on."""
+        first (when the dashboard listens to the run), and a page may have decided
+        already: the decision is handed on."""
         pending = self.reviews.get(request.review_id)
-        if pending is None:  # the dashboard is the handler but not a listener of the run
-            self.reviews[request.review_id] = _PendingReview(request, "", answer)
-            return
+        if pending is None:  # the dashboard decides but does not listen to this run
+            self._review_announced(_announcement(request), None)
+            pending = self.reviews[request.review_id]
         earlier, pending.answer = pending.answer, answer
+        pending.waiting = True
         if earlier.done() and not earlier.cancelled():
             error = earlier.exception()
             _answer(answer, None if error is not None else earlier.result())
 
-    def _review_announced(self, event: ReviewRequestedEvent, frame: str) -> None:
+    def close_review(self, review_id: str) -> None:
+        """The handler stopped waiting (decided, timed out or cancelled)."""
+        pending = self.reviews.get(review_id)
+        if pending is not None and pending.waiting:
+            del self.reviews[review_id]
+
+    def _review_announced(self, event: ReviewRequestedEvent, frame: str | None) -> None:
+        if frame is None:  # not from a run's events: shown to the pages from here
+            message = serialize_event(event)
+            message["deadlineMs"] = _deadline_ms(event)
+            frame = json.dumps(_truncated(message))
+            self.broadcast(frame)
         pending = self.reviews.get(event.review_id)
         if pending is None:
             import concurrent.futures
@@ -578,14 +637,17 @@ class Hub:
         }
 
     def decide(self, review_id: object, decision: object, revised: object) -> str:
-        """Apply a page's decision: ``applied``, ``ignored`` (unknown or already decided)
-        or ``invalid`` (not a decision)."""
+        """Apply a page's decision: ``applied``, ``ignored`` (unknown or already decided),
+        ``elsewhere`` (the run's reviews go to another handler) or ``invalid`` (not a
+        decision)."""
         chosen = _decision(decision, revised)
         if chosen is None:
             return "invalid"
         pending = self.reviews.get(review_id) if isinstance(review_id, str) else None
         if pending is None or pending.answer.done():
             return "ignored"
+        if not pending.waiting:
+            return "elsewhere"
         _answer(pending.answer, chosen)
         return "applied"
 
@@ -614,6 +676,29 @@ class Hub:
             run.canceller = canceller
 
 
+def _deadline_ms(event: ReviewRequestedEvent) -> int | None:
+    """When the review times out, in epoch milliseconds (None: it waits forever)."""
+    seconds = event.timeout.total_seconds()
+    return round((event.timestamp.timestamp() + seconds) * 1000) if seconds else None
+
+
+def _announcement(request: ReviewRequest) -> ReviewRequestedEvent:
+    """The `review_requested` event of a review the dashboard decides but did not see
+    announced (it is not among the run's listeners)."""
+    return ReviewRequestedEvent(
+        review_id=request.review_id,
+        task_id=request.task_id,
+        task_description=request.task_description,
+        task_output=request.task_output,
+        timing=request.timing.value,
+        timeout=request.timeout,
+        on_timeout=request.on_timeout.value,
+        prompt=request.prompt,
+        required_role=request.required_role,
+        tool_name=request.tool_name,
+    )
+
+
 def _status(event: EnsembleCompletedEvent) -> str:
     if event.error_type == "CancelledError":
         return "cancelled"
@@ -634,7 +719,7 @@ def _decision(decision: object, revised: object) -> ReviewDecision | None:
     if chosen in {"approve", "continue"}:
         return Continue()
     if chosen == "edit":
-        return Edit(revised if isinstance(revised, str) else "")
+        return Edit(revised) if isinstance(revised, str) and revised.strip() else None
     if chosen in {"exit_early", "exit"}:
         return ExitEarly()
     return None

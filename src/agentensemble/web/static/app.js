@@ -1275,7 +1275,10 @@
     cancel.disabled = run.cancelRequested;
     setText('rh-cancel', run.cancelRequested ? 'Cancelling…' : 'Cancel run');
     const err = $('rh-error');
-    if (run.errorType || run.reason) {
+    if (run.status === 'cancelled') {
+      err.hidden = false;
+      setText('rh-error', 'Cancelled: the outputs completed before the cancel are kept in the trace.');
+    } else if (run.errorType || run.reason) {
       err.hidden = false;
       setText('rh-error', (run.errorType ? run.errorType + ': ' : '') + (run.reason || ''));
     } else err.hidden = true;
@@ -1993,7 +1996,8 @@
       ['Workflow', esc(run.workflow ? run.workflow.toLowerCase() : '—')],
       ['Started', esc(fmtClock(run.startMs))],
       ['Ended', esc(run.endMs != null ? fmtClock(run.endMs) : '—')],
-      ['Exit', esc(run.exitReason ? run.exitReason.toLowerCase().replace(/_/g, ' ') : '—')],
+      ['Exit', esc(run.status === 'cancelled' ? 'cancelled'
+        : run.exitReason ? run.exitReason.toLowerCase().replace(/_/g, ' ') : '—')],
       ['Tasks', esc(String(c.all))],
       ['Running', esc(String(c.running))],
       ['Failed', esc(String(c.failed))],
