@@ -37,6 +37,7 @@ from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
 from agentensemble.execution._delegation import Team
 from agentensemble.execution._hooks import RunHooks
+from agentensemble.execution._loops import LoopRunner
 from agentensemble.execution._memory import RunMemory
 from agentensemble.execution._planning import (
     PlannedTask,
@@ -49,6 +50,8 @@ from agentensemble.execution._recorder import failure_reason
 from agentensemble.execution._review import RunReview
 from agentensemble.execution._run_trace import agent_summary, errors_of, export_trace
 from agentensemble.execution._synthesis import TemplateAgentSynthesizer
+from agentensemble.graph import Graph
+from agentensemble.loop import Loop, body_key
 from agentensemble.observability._capture import CaptureMode, resolve_capture_mode
 from agentensemble.observability._events import (
     EnsembleCompletedEvent,
@@ -62,6 +65,7 @@ from agentensemble.observability._log_fold import LogFold
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.review import ReviewPolicy
+from agentensemble.task import Task
 from agentensemble.workflows._executor import (
     ComposedExecutor,
     ExecutorRequest,
@@ -71,13 +75,13 @@ from agentensemble.workflows._executor import (
     WorkflowSettings,
     WorkflowSpec,
 )
-from agentensemble.workflows._registry import PHASES, WORKFLOWS, workflow_spec
+from agentensemble.workflows._registry import GRAPH, PHASES, WORKFLOWS, workflow_spec
+from agentensemble.workflows._sequential import SEQUENTIAL
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
     from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.phase import Phase
-    from agentensemble.task import Task
 
 __all__ = ["Compose", "RunPlan", "execute_run", "run_ensemble"]
 
@@ -120,6 +124,13 @@ class _Shape:
     """The task groups in plan order: one per phase, or the whole task list."""
     verbose_roles: frozenset[str] = frozenset()
     """Roles of the agents whose prompts and answers are logged at INFO."""
+    loops: tuple[tuple[Loop, Task[Any]], ...] = ()
+    """Each loop and the task that stands for it among the run's tasks."""
+
+    @property
+    def all_tasks(self) -> tuple[Task[Any], ...]:
+        """The run's tasks and its loops' bodies (every task whose texts are resolved)."""
+        return (*self.tasks, *(task for loop, _ in self.loops for task in loop.tasks))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +180,8 @@ async def run_ensemble(
     options = _check_options(options)
     run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
-    texts = dict(zip(shape.tasks, resolve_texts(shape.tasks, run_inputs), strict=True))
+    every = shape.all_tasks
+    texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
     run = _run_context(ensemble, options, shape)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
@@ -214,6 +226,13 @@ def _validate(ensemble: Ensemble) -> _Shape:
 
 
 def _check(ensemble: Ensemble) -> _Shape:
+    if ensemble.graph is not None:
+        return _check_graph(ensemble, ensemble.graph)
+    if ensemble.loops and ensemble.phases:
+        raise ValidationError(
+            "Cannot mix loops and phases on the same Ensemble. Use loops within a flat task "
+            "list, or compose phases instead."
+        )
     if ensemble.tasks and ensemble.phases:
         raise ValidationError(
             "Cannot mix tasks and phases on the same Ensemble. Use flat tasks for simple "
@@ -226,10 +245,86 @@ def _check(ensemble: Ensemble) -> _Shape:
         groups = tuple(_Group(item.phase.tasks, item.workflow.value, item.phase) for item in phases)
         tasks = tuple(task for group in groups for task in group.tasks)
         return _Shape(tasks, PHASES.name, groups)
-    tasks, workflow = validate_flat(ensemble.tasks, ensemble.workflow, settings)
+    loops = _check_loops(ensemble) if ensemble.loops else ()
+    flat = (*ensemble.tasks, *(shadow for _, shadow in loops))
+    tasks, workflow = validate_flat(flat, ensemble.workflow, settings)
     if ensemble.workflow is None:
         logger.info("Workflow inferred: %s", workflow.value)
-    return _Shape(tasks, workflow.value, (_Group(tasks, workflow.value),))
+    return _Shape(tasks, workflow.value, (_Group(tasks, workflow.value),), loops=loops)
+
+
+def _check_loops(ensemble: Ensemble) -> tuple[tuple[Loop, Task[Any]], ...]:
+    """The loops checked against the ensemble (BEHAVIOUR 2), each with its stand-in task."""
+    if ensemble.workflow is Workflow.HIERARCHICAL:
+        raise ValidationError(
+            "Workflow.HIERARCHICAL does not support loops. Use Workflow.SEQUENTIAL or "
+            "Workflow.PARALLEL when declaring loops."
+        )
+    flat = set(ensemble.tasks)
+    owner = {task: loop for loop in ensemble.loops for task in loop.tasks}
+    for loop in ensemble.loops:
+        for task in loop.tasks:
+            if not _has_model(task, ensemble):
+                raise ValidationError(
+                    f"Loop '{loop.name}' body task '{body_key(task)}' has no LLM source. Set "
+                    "llm on the task or the ensemble, or give it an agent or a handler."
+                )
+        for needed in loop.context:
+            if needed not in flat:
+                raise ValidationError(
+                    f"Loop '{loop.name}' context task '{body_key(needed)}' is not one of the "
+                    "ensemble's tasks"
+                )
+    for task in ensemble.tasks:
+        for needed in task.context:
+            if needed in owner:
+                raise ValidationError(
+                    f"Task '{body_key(task)}' has context '{body_key(needed)}', a body task of "
+                    f"loop '{owner[needed].name}': a task outside a loop cannot wait for its "
+                    "body; read EnsembleOutput.loop_history() after the run, or move the task "
+                    "into the loop"
+                )
+    return tuple((loop, _stand_in(loop)) for loop in ensemble.loops)
+
+
+def _stand_in(loop: Loop) -> Task[Any]:
+    """The task a loop is among the run's tasks: it waits for the loop's context and runs
+    its iterations (its own output is not one of the run's outputs)."""
+    return Task(
+        description=f"$loop:{loop.name}",
+        expected_output=f"The output of loop '{loop.name}'",
+        handler=_runs_as_loop,
+        context=loop.context,
+    )
+
+
+def _runs_as_loop(context: Any) -> str:  # planning replaces the handler step
+    raise AssertionError("a loop's task ran as a handler")
+
+
+def _check_graph(ensemble: Ensemble, graph: Graph) -> _Shape:
+    if ensemble.tasks or ensemble.loops or ensemble.phases:
+        raise ValidationError(
+            "Cannot mix graph with tasks / loops / phases on the same Ensemble. Graph is an "
+            "exclusive orchestration style; pick one per ensemble."
+        )
+    if ensemble.workflow is Workflow.HIERARCHICAL:
+        raise ValidationError(
+            "Workflow.HIERARCHICAL does not support a Graph. Leave workflow unset when "
+            "declaring a graph."
+        )
+    for state, task in graph.states.items():
+        if not _has_model(task, ensemble):
+            raise ValidationError(
+                f"Graph '{graph.name}' state '{state}' Task has no LLM source. Set llm on the "
+                "task or the ensemble, or give it an agent or a handler."
+            )
+    tasks = tuple(graph.states.values())
+    return _Shape(tasks, GRAPH.name, (_Group(tasks, GRAPH.name),))
+
+
+def _has_model(task: Task[Any], ensemble: Ensemble) -> bool:
+    return any(source is not None for source in (task.agent, task.llm, task.handler, ensemble.llm))
 
 
 def _settings(ensemble: Ensemble) -> EnsembleShape:
@@ -411,7 +506,48 @@ async def _plan_groups(
             PlannedGroup(tasks=planned, workflow=group.workflow, phase=group.phase)
         )
         first += len(group.tasks)
+    if shape.loops:
+        planned_groups = [
+            await _with_loops(group, ensemble, shape, texts, run, synthesis, first)
+            for group in planned_groups
+        ]
     return tuple(planned_groups)
+
+
+async def _with_loops(
+    group: PlannedGroup,
+    ensemble: Ensemble,
+    shape: _Shape,
+    texts: Mapping[Task[Any], tuple[str, str]],
+    run: RunContext,
+    synthesis: SynthesisLog,
+    first: int,
+) -> PlannedGroup:
+    """The group with each loop's task running the loop: its body planned (numbered after
+    the run's tasks) and its iterations as the task's one step."""
+    runners: dict[Task[Any], LoopRunner] = {}
+    for loop, stand_in in shape.loops:
+        body = await plan_tasks(
+            loop.tasks,
+            [texts[task] for task in loop.tasks],
+            llm=ensemble.model,
+            synthesizer=ensemble.agent_synthesizer or TemplateAgentSynthesizer(),
+            run=run,
+            synthesis=synthesis,
+            first_index=first,
+            total=len(shape.all_tasks),
+            review=_review_rules(ensemble, SEQUENTIAL),
+        )
+        first += len(body)
+        runners[stand_in] = LoopRunner(loop, body)
+        run.outputs.hide(stand_in)
+    tasks = tuple(
+        dataclasses.replace(planned, steps=(runners[planned.source],), before_start=())
+        if planned.source in runners
+        else planned
+        for planned in group.tasks
+    )
+    return dataclasses.replace(group, tasks=tasks)
 
 
 def _workflow_settings(ensemble: Ensemble, run: RunContext) -> WorkflowSettings:
@@ -423,6 +559,7 @@ def _workflow_settings(ensemble: Ensemble, run: RunContext) -> WorkflowSettings:
         manager_llm=ensemble.manager_model,
         manager_max_iterations=resolved(ensemble.manager_max_iterations),
         manager_prompt_strategy=ensemble.manager_prompt_strategy,
+        graph=ensemble.graph,
     )
 
 
@@ -581,7 +718,9 @@ async def execute_run(
         phase_outputs=dict(run.outputs.by_phase),
         trace=trace,
         _by_task=run.outputs.by_task(),
-        _final=_last_declared(plan, run),
+        _final=_final_output(plan, run),
+        _loops=dict(run.outputs.loops),
+        _graph=run.outputs.graph,
     )
 
 
@@ -741,6 +880,14 @@ async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.Cancell
         except asyncio.CancelledError as error:
             cancelled = error
     return cancelled
+
+
+def _final_output(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
+    """The output `raw` comes from: a graph's last step, else the last declared task's."""
+    graph = run.outputs.graph
+    if graph is not None and graph.steps:
+        return graph.steps[-1].output
+    return _last_declared(plan, run)
 
 
 def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
@@ -23,6 +23,8 @@ from agentensemble.delegation import (
 from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.execution._synthesis import AgentSynthesizer
+from agentensemble.graph import Graph
+from agentensemble.loop import Loop
 from agentensemble.memory import EntityMemory, MemoryStore
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
@@ -97,6 +99,12 @@ class EnsembleSettings:
     """Receives every run's trace (FULL capture exports to ``./traces/`` when None)."""
     listeners: Sequence[object] = ()
     """`EnsembleListener` objects (or any objects with some of its methods)."""
+    loops: Sequence[Loop] = ()
+    """`Loop`s: bodies of tasks repeated until a predicate holds or a cap is reached. They
+    run after the flat tasks (SEQUENTIAL) or as DAG nodes waiting for their `context`
+    (PARALLEL)."""
+    graph: Graph | None = None
+    """A `Graph` of tasks: the whole run walks it (no `tasks`, `loops` or `phases`)."""
     web_dashboard: WebDashboard | None = None
     """A live dashboard (`agentensemble.web.WebDashboard`): it shows every run, and decides
     the reviews when `review_handler` is None. A run starts it when it is not running, and
@@ -186,6 +194,9 @@ class Ensemble(EnsembleSettings):
             raise ValidationError("Ensemble tasks must be a list of tasks, got a single Task")
         set_(self, "tasks", as_tuple(self.tasks, "Ensemble tasks"))
         set_(self, "phases", as_tuple(self.phases, "Ensemble phases"))
+        set_(self, "loops", _check_loops(self.loops))
+        if self.graph is not None and not isinstance(self.graph, Graph):
+            raise ValidationError(f"Ensemble graph must be a Graph, got: {self.graph!r}")
         set_(self, "listeners", as_tuple(self.listeners, "Ensemble listeners"))
         set_(self, "hooks", check_hooks(self.hooks, "Ensemble hooks"))
         set_(self, "agents", _check_agents(self.agents))
@@ -414,3 +425,20 @@ def _dashboard_wiring(ensemble: Ensemble) -> tuple[object, ...]:
     if ensemble.review_handler is None:
         object.__setattr__(ensemble, "review_handler", dashboard.review_handler)
     return (dashboard.listener,)
+
+
+def _check_loops(loops: object) -> tuple[Loop, ...]:
+    checked = as_tuple(loops, "Ensemble loops")
+    names: set[str] = set()
+    for index, loop in enumerate(checked):
+        if not isinstance(loop, Loop):
+            raise ValidationError(
+                f"Ensemble loops[{index}] must be a Loop, got: {type(loop).__name__}"
+            )
+        if loop.name in names:
+            raise ValidationError(
+                f"Duplicate loop name '{loop.name}' detected. Loop names must be unique "
+                "within an ensemble."
+            )
+        names.add(loop.name)
+    return cast("tuple[Loop, ...]", checked)

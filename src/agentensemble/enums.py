@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ContextFormat", "ExitReason", "GuardrailType", "ParallelErrorStrategy", "Workflow"]
+__all__ = [
+    "ContextFormat",
+    "ExitReason",
+    "GuardrailType",
+    "LoopMemoryMode",
+    "LoopOutputMode",
+    "MaxIterationsAction",
+    "ParallelErrorStrategy",
+    "Workflow",
+]
 
 
 class Workflow(StrEnum):
@@ -53,3 +62,38 @@ class ContextFormat(StrEnum):
     TOON = "TOON"
     """Token-Oriented Object Notation: structured context outputs and JSON tool results are
     re-encoded, which takes far fewer tokens for uniform records (needs the ``toon`` extra)."""
+
+
+class MaxIterationsAction(StrEnum):
+    """What a `Loop` does after `max_iterations` (a `Graph` after `max_steps`) without its
+    stop condition."""
+
+    RETURN_LAST = "RETURN_LAST"
+    """Return the last iteration's outputs as if the loop had converged."""
+    THROW = "THROW"
+    """Raise `MaxLoopIterationsExceededError` (`MaxGraphStepsExceededError`)."""
+    RETURN_WITH_FLAG = "RETURN_WITH_FLAG"
+    """Return the last outputs; `EnsembleOutput.loop_stopped_by_max_iterations(name)` (or
+    `graph_termination_reason == "max_steps"`) says it did not converge."""
+
+
+class LoopOutputMode(StrEnum):
+    """Which outputs of a `Loop` the ensemble's output keeps."""
+
+    LAST_ITERATION = "LAST_ITERATION"
+    """Every body task's output from the last iteration."""
+    FINAL_TASK_ONLY = "FINAL_TASK_ONLY"
+    """Only the last body task's output from the last iteration."""
+    ALL_ITERATIONS = "ALL_ITERATIONS"
+    """Per body task, every iteration's text joined (``--- iteration k ---``)."""
+
+
+class LoopMemoryMode(StrEnum):
+    """What the memory scopes of a loop's body tasks keep between iterations."""
+
+    ACCUMULATE = "ACCUMULATE"
+    """Everything every iteration stored."""
+    FRESH_PER_ITERATION = "FRESH_PER_ITERATION"
+    """Nothing: the scopes are cleared before each iteration after the first."""
+    WINDOW = "WINDOW"
+    """The last `memory_window_size` entries of each scope."""

@@ -35,9 +35,12 @@ __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
     "ConstraintViolationError",
+    "GraphNoEdgeMatchedError",
     "GuardrailViolationError",
     "HookVetoError",
+    "MaxGraphStepsExceededError",
     "MaxIterationsExceededError",
+    "MaxLoopIterationsExceededError",
     "OutputParsingError",
     "ParallelExecutionError",
     "PromptTemplateError",
@@ -328,6 +331,75 @@ class ReviewTimeoutError(AgentEnsembleError):
         self.timeout = timeout
         """How long the gate waited."""
         self.completed_outputs: tuple[TaskOutput[Any], ...] = tuple(completed_outputs)
+
+
+class MaxLoopIterationsExceededError(TaskExecutionError):
+    """A `Loop` with ``on_max_iterations=THROW`` ran `max_iterations` iterations without its
+    `until` predicate holding. Carries every output the run completed."""
+
+    raised_as_is = True
+    """Workflows raise it as it is, not wrapped in a `TaskExecutionError` of the loop."""
+
+    def __init__(
+        self, loop_name: str, max_iterations: int, *, completed_outputs: Sequence[Any] = ()
+    ) -> None:
+        super().__init__(
+            f"Loop '{loop_name}' did not converge after {max_iterations} iterations",
+            task_description=f"$loop:{loop_name}",
+            agent_role="(loop)",
+            completed_outputs=completed_outputs,
+        )
+        self.loop_name = loop_name
+        self.max_iterations = max_iterations
+
+
+class MaxGraphStepsExceededError(TaskExecutionError):
+    """A `Graph` with ``on_max_steps=THROW`` ran `max_steps` steps without reaching
+    `Graph.END`. Carries every output the run completed."""
+
+    def __init__(
+        self,
+        graph_name: str,
+        max_steps: int,
+        last_state: str,
+        *,
+        completed_outputs: Sequence[Any] = (),
+    ) -> None:
+        super().__init__(
+            f"Graph '{graph_name}' did not reach a terminal state after {max_steps} step(s). "
+            f"Last state: '{last_state}'.",
+            task_description=f"$graph:{graph_name}",
+            agent_role="(graph)",
+            completed_outputs=completed_outputs,
+        )
+        self.graph_name = graph_name
+        self.max_steps = max_steps
+        self.last_state = last_state
+
+
+class GraphNoEdgeMatchedError(TaskExecutionError):
+    """No edge leaving a graph state matched the output the state produced."""
+
+    def __init__(
+        self,
+        graph_name: str,
+        current_state: str,
+        output_preview: str,
+        *,
+        details: str = "",
+        completed_outputs: Sequence[Any] = (),
+    ) -> None:
+        preview = output_preview if len(output_preview) <= 200 else f"{output_preview[:200]}…"
+        super().__init__(
+            f"Graph '{graph_name}' state '{current_state}' has no matching outgoing edge for "
+            f"the produced output. {details} Output preview: {preview}".replace("  ", " "),
+            task_description=f"$graph:{graph_name}",
+            agent_role="(graph)",
+            completed_outputs=completed_outputs,
+        )
+        self.graph_name = graph_name
+        self.current_state = current_state
+        self.output_preview = output_preview
 
 
 def _headline(text: str, limit: int = 120) -> str:

@@ -13,6 +13,7 @@ from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 
 if TYPE_CHECKING:
+    from agentensemble.graph import GraphStep
     from agentensemble.observability._trace import ExecutionTrace, TaskTrace
     from agentensemble.task import Task
 
@@ -90,6 +91,47 @@ class EnsembleOutput:
     _by_task: Mapping[Task[Any], TaskOutput[Any]] = field(default_factory=dict, repr=False)
     _final: TaskOutput[Any] | None = field(default=None, repr=False)
     """The output `raw` comes from (None: the last in `task_outputs`)."""
+    _loops: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """What each loop did (`LoopRecord`s by loop name)."""
+    _graph: Any = field(default=None, repr=False)
+    """The graph's walk (a `GraphRecord`), for a run of a graph."""
+
+    def loop_history(self, name: str) -> list[dict[str, TaskOutput[Any]]]:
+        """Each iteration's outputs of loop `name`, by body task name (else description),
+        first iteration first. Raises `KeyError` for a loop the run did not have."""
+        return [dict(outputs) for outputs in self._loop(name).history]
+
+    def loop_termination_reason(self, name: str) -> str | None:
+        """``"predicate"`` (its `until` held) or ``"max_iterations"``; None if the run
+        ended before the loop did."""
+        reason: str | None = self._loop(name).termination_reason
+        return reason
+
+    def loop_stopped_by_max_iterations(self, name: str) -> bool:
+        """Whether loop `name` stopped because it ran out of iterations."""
+        return self.loop_termination_reason(name) == "max_iterations"
+
+    def _loop(self, name: str) -> Any:
+        record = self._loops.get(name)
+        if record is None:
+            known = ", ".join(repr(loop) for loop in self._loops) or "none"
+            raise KeyError(f"this run has no loop named {name!r} (its loops: {known})")
+        return record
+
+    @property
+    def graph_history(self) -> tuple[GraphStep, ...]:
+        """The graph's walk: each step's state, output and next state (empty without a
+        graph)."""
+        return tuple(self._graph.steps) if self._graph is not None else ()
+
+    @property
+    def graph_termination_reason(self) -> str | None:
+        """``"terminal"`` (it reached `Graph.END`) or ``"max_steps"``; None without a
+        graph or if the run ended before the walk did."""
+        if self._graph is None:
+            return None
+        reason: str | None = self._graph.termination_reason
+        return reason
 
     def __repr__(self) -> str:
         # Kept short on purpose: asyncio formats a finished task's result into messages

@@ -32,6 +32,8 @@ from agentensemble import (
 from agentensemble.models import Message, ToolSpec
 from agentensemble.observability import (
     Event,
+    GraphStateCompletedEvent,
+    LoopIterationCompletedEvent,
     MemoryOperationEvent,
     ReviewDecidedEvent,
     ReviewRequestedEvent,
@@ -147,7 +149,24 @@ def guardrail_events() -> list[Event]:
             duration=timedelta(microseconds=250),
             ensemble_id="run",
             task_id="t1",
-        )
+        ),
+        LoopIterationCompletedEvent(
+            loop_name="refine",
+            iteration=2,
+            max_iterations=5,
+            outputs={"write": "Draft 2", "critique": "APPROVED"},
+            ensemble_id="run",
+            task_id="loop",
+        ),
+        GraphStateCompletedEvent(
+            graph_name="support",
+            state="classify",
+            step=1,
+            next_state="__END__",
+            output="BILLING",
+            ensemble_id="run",
+            task_id="t1",
+        ),
     ]
 
 

@@ -25,7 +25,7 @@ from agentensemble.workflows._executor import (
 from agentensemble.workflows._hierarchical import HIERARCHICAL
 from agentensemble.workflows._parallel import PARALLEL, ParallelExecutor
 from agentensemble.workflows._phases import PHASES, PhaseExecutor
-from agentensemble.workflows._registry import WORKFLOWS, workflow_spec
+from agentensemble.workflows._registry import GRAPH, WORKFLOWS, workflow_spec
 from agentensemble.workflows._sequential import SEQUENTIAL, SequentialExecutor
 
 from .helpers import echo, planned
@@ -52,6 +52,7 @@ def test_every_workflow_and_phases_are_registered_under_their_names() -> None:
         "PARALLEL": PARALLEL,
         "HIERARCHICAL": HIERARCHICAL,
         "PHASES": PHASES,
+        "GRAPH": GRAPH,
     }
     for workflow in Workflow:
         assert workflow_spec(workflow) is WORKFLOWS[workflow.value]

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentensemble._control import ControlFlowSignal
     from agentensemble.execution._delegation import Team
     from agentensemble.execution._hooks import RunHooks
+    from agentensemble.execution._loops import GraphRecord, LoopRecord
     from agentensemble.execution._memory import RunMemory
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.execution._review import RunReview
@@ -67,13 +68,33 @@ class RunOutputs:
     """The outputs a run has completed so far, keyed by the caller's `Task`, in completion
     order. Workflows read context from it; nothing completed is lost when a run fails."""
 
-    __slots__ = ("_by_task", "_ids", "by_phase")
+    __slots__ = ("_by_task", "_hidden", "_ids", "by_phase", "graph", "loops")
 
     def __init__(self) -> None:
         self._by_task: dict[Task[Any], TaskOutput[Any]] = {}
         self._ids: dict[Task[Any], str] = {}
+        self._hidden: set[Task[Any]] = set()
         self.by_phase: dict[str, tuple[TaskOutput[Any], ...]] = {}
         """Outputs of each phase that completed (phased runs)."""
+        self.loops: dict[str, LoopRecord] = {}
+        """What each loop did (runs with loops)."""
+        self.graph: GraphRecord | None = None
+        """The graph's walk (a run of a graph)."""
+
+    def hide(self, task: Task[Any]) -> None:
+        """Keep `task`'s output out of the run's outputs (a loop's own task), though
+        `get` still finds it."""
+        self._hidden.add(task)
+
+    def discard(self, task: Task[Any]) -> None:
+        """Drop `task`'s output from the run's outputs."""
+        self._by_task.pop(task, None)
+        self._ids.pop(task, None)
+
+    def replace(self, task: Task[Any], output: TaskOutput[Any]) -> None:
+        """Put `output` in the place of `task`'s output."""
+        if task in self._by_task:
+            self._by_task[task] = output
 
     def record(self, task: Task[Any], output: TaskOutput[Any], task_id: str) -> None:
         """Store a completed task's output (`task_id`: the execution that produced it)."""
@@ -82,7 +103,13 @@ class RunOutputs:
 
     def task_ids(self) -> tuple[str, ...]:
         """The task executions of `completed()`, in the same order."""
-        return tuple(self._ids.values())
+        if not self._hidden:
+            return tuple(self._ids.values())
+        return tuple(i for task, i in self._ids.items() if task not in self._hidden)
+
+    def task_id_of(self, task: Task[Any]) -> str:
+        """The execution that produced `task`'s output ("" if it has none)."""
+        return self._ids.get(task, "")
 
     def get(self, task: Task[Any]) -> TaskOutput[Any] | None:
         """The output of `task`, if it completed."""
@@ -90,11 +117,13 @@ class RunOutputs:
 
     def completed(self) -> tuple[TaskOutput[Any], ...]:
         """Every output so far, in completion order."""
-        return tuple(self._by_task.values())
+        if not self._hidden:
+            return tuple(self._by_task.values())
+        return tuple(o for task, o in self._by_task.items() if task not in self._hidden)
 
     def by_task(self) -> dict[Task[Any], TaskOutput[Any]]:
         """A copy of the outputs keyed by task."""
-        return dict(self._by_task)
+        return {task: o for task, o in self._by_task.items() if task not in self._hidden}
 
 
 class RunStop:

@@ -42,9 +42,11 @@ __all__ = [
     "EnsembleStartedEvent",
     "Event",
     "EventBase",
+    "GraphStateCompletedEvent",
     "GuardrailCheckedEvent",
     "LlmIterationCompletedEvent",
     "LlmIterationStartedEvent",
+    "LoopIterationCompletedEvent",
     "MemoryOperationEvent",
     "NodeLabel",
     "PlanNode",
@@ -523,6 +525,44 @@ class GuardrailCheckedEvent(TaskEvent):
     type: Literal["guardrail_checked"] = field(default="guardrail_checked", init=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopIterationCompletedEvent(EventBase):
+    """An iteration of a `Loop` completed (before its `until` predicate is asked)."""
+
+    listener_method: ClassVar[str] = "on_loop_iteration_completed"
+
+    task_id: str = ""
+    """The loop's own task execution (its body tasks have it as `parent_task_id`)."""
+    loop_name: str
+    iteration: int
+    """1-based."""
+    max_iterations: int | None
+    outputs: dict[str, str] = field(default_factory=dict)
+    """Each body task's text this iteration, by body task name (else description)."""
+    type: Literal["loop_iteration_completed"] = field(
+        default="loop_iteration_completed", init=False
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphStateCompletedEvent(EventBase):
+    """A state of a `Graph` ran and the walk chose where to go next."""
+
+    listener_method: ClassVar[str] = "on_graph_state_completed"
+
+    task_id: str = ""
+    """The state's task execution."""
+    graph_name: str
+    state: str
+    step: int
+    """1-based position in the walk."""
+    next_state: str
+    """The next state, or ``__END__``."""
+    output: str
+    """The state's text."""
+    type: Literal["graph_state_completed"] = field(default="graph_state_completed", init=False)
+
+
 Event = (
     EnsembleStartedEvent
     | EnsembleCompletedEvent
@@ -542,6 +582,8 @@ Event = (
     | ReviewTimedOutEvent
     | MemoryOperationEvent
     | GuardrailCheckedEvent
+    | LoopIterationCompletedEvent
+    | GraphStateCompletedEvent
 )
 """Any event of a run."""
 

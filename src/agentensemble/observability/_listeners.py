@@ -25,9 +25,11 @@ if TYPE_CHECKING:
         EnsembleCompletedEvent,
         EnsembleStartedEvent,
         Event,
+        GraphStateCompletedEvent,
         GuardrailCheckedEvent,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
+        LoopIterationCompletedEvent,
         MemoryOperationEvent,
         ReviewDecidedEvent,
         ReviewRequestedEvent,
@@ -129,6 +131,12 @@ class EnsembleListener:
 
     def on_guardrail_checked(self, event: GuardrailCheckedEvent) -> Any:
         """A guardrail checked a task's input or output."""
+
+    def on_loop_iteration_completed(self, event: LoopIterationCompletedEvent) -> Any:
+        """An iteration of a loop completed."""
+
+    def on_graph_state_completed(self, event: GraphStateCompletedEvent) -> Any:
+        """A graph state ran."""
 
     def on_event(self, event: Event) -> Any:
         """Any event (called after the event's own method)."""

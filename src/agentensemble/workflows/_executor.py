@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentensemble.execution._context import RunContext
     from agentensemble.execution._delegation import Team
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.graph import Graph
     from agentensemble.models import ChatModel, RateLimiter
     from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.outputs import TaskOutput
@@ -91,6 +92,8 @@ class WorkflowSettings:
     manager_llm: ChatModel | None
     manager_max_iterations: int
     manager_prompt_strategy: ManagerPromptStrategy | None
+    graph: Graph | None = None
+    """The ensemble's graph (a GRAPH run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

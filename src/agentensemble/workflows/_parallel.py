@@ -237,6 +237,9 @@ class DagRun:
                 total_tasks=len(self.members),
             )
         planned, error = self.failures[0]
+        if getattr(error, "raised_as_is", False):  # a loop's own failure
+            error.completed_outputs = completed  # type: ignore[attr-defined]
+            raise error
         raise TaskExecutionError.of(
             error,
             task_description=planned.description,

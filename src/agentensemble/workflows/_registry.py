@@ -10,15 +10,16 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from agentensemble.workflows._executor import WorkflowSpec
+from agentensemble.workflows._graph import GRAPH
 from agentensemble.workflows._hierarchical import HIERARCHICAL
 from agentensemble.workflows._parallel import PARALLEL
 from agentensemble.workflows._phases import PHASES
 from agentensemble.workflows._sequential import SEQUENTIAL
 
-__all__ = ["PHASES", "WORKFLOWS", "workflow_spec"]
+__all__ = ["GRAPH", "PHASES", "WORKFLOWS", "workflow_spec"]
 
 WORKFLOWS: Mapping[str, WorkflowSpec] = MappingProxyType(
-    {spec.name: spec for spec in (SEQUENTIAL, PARALLEL, HIERARCHICAL, PHASES)}
+    {spec.name: spec for spec in (SEQUENTIAL, PARALLEL, HIERARCHICAL, PHASES, GRAPH)}
 )
 """The registered workflows by name (a `Workflow` member looks its own up)."""
 

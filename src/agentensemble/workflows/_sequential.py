@@ -45,15 +45,24 @@ class SequentialExecutor:
             except OutputParsingError as error:
                 error.completed_outputs = run.outputs.completed()
                 raise
+            except TaskExecutionError as error:
+                if not getattr(error, "raised_as_is", False):
+                    raise _wrapped(error, planned, run) from error
+                error.completed_outputs = run.outputs.completed()
+                raise
             except Exception as error:
-                raise TaskExecutionError.of(
-                    error,
-                    task_description=planned.description,
-                    agent_role=planned.role,
-                    completed_outputs=run.outputs.completed(),
-                ) from error
+                raise _wrapped(error, planned, run) from error
             outputs.append(output)
         return tuple(outputs)
+
+
+def _wrapped(error: Exception, planned: PlannedTask, run: RunContext) -> TaskExecutionError:
+    return TaskExecutionError.of(
+        error,
+        task_description=planned.description,
+        agent_role=planned.role,
+        completed_outputs=run.outputs.completed(),
+    )
 
 
 async def _build(request: ExecutorRequest) -> SequentialExecutor:
