@@ -162,3 +162,29 @@ def test_a_delegated_worker_nests_under_the_delegating_tool_call(spans: Spans) -
     assert delegated.start_time <= worker_span.start_time
     assert worker_span.end_time <= delegated.end_time
     assert len(by_name["execute_tool delegate"]) == 2
+
+
+def test_loop_iterations_and_graph_steps(spans: Spans) -> None:
+    from agentensemble import Edge, Graph, Loop
+
+    provider, exporter = spans
+    listener = OpenTelemetryListener(tracer_provider=provider)
+    body = Task("Draft", llm=ScriptedModel(["one", "two"]), name="draft")
+    Ensemble(loops=[Loop("polish", [body], max_iterations=2)], listeners=[listener]).run()
+    finished = exporter.get_finished_spans()
+    iterations = [span for span in finished if span.name == "loop_iteration polish"]
+    [loop_task] = [span for span in finished if span.name == "invoke_agent (deterministic)"]
+    assert [attributes(span)["agentensemble.loop.iteration"] for span in iterations] == [1, 2]
+    assert {parent_id(span) for span in iterations} == {loop_task.context.span_id}
+    drafts = [s for s in finished if attributes(s).get("agentensemble.task.description") == "Draft"]
+    assert len(drafts) == 2
+    assert {parent_id(span) for span in drafts} == {loop_task.context.span_id}
+
+    exporter.clear()
+    state = Task("Answer", llm=ScriptedModel(["done"]))
+    graph = Graph("g", {"a": state}, "a", [Edge("a", Graph.END)])
+    Ensemble(graph=graph, listeners=[listener]).run()
+    [run] = [span for span in exporter.get_finished_spans() if span.name.startswith("invoke_w")]
+    [step] = [event for event in run.events if event.name == "graph_state_completed"]
+    assert step.attributes is not None
+    assert step.attributes["agentensemble.graph.next_state"] == "__END__"

@@ -54,7 +54,7 @@ def test_trace_json_shape() -> None:
     assert output.trace is not None
     assert normalize(json.loads(output.trace.to_json())) == snapshot(
         {
-            "schema_version": "1.3",
+            "schema_version": "1.4",
             "ensemble_id": "<run id>",
             "workflow": "SEQUENTIAL",
             "capture_mode": "FULL",
@@ -248,6 +248,8 @@ The sum\
             "errors": [],
             "agent_synthesis": [],
             "map_reduce_levels": [],
+            "loop_iterations": [],
+            "graph_steps": [],
             "failed_tasks": [],
         }
     )

@@ -344,3 +344,21 @@ async def test_cancelling_mid_walk_keeps_the_steps_taken(tmp_path: Path) -> None
     [saved] = await asyncio.to_thread(lambda: list(tmp_path.glob("*.json")))
     trace = await asyncio.to_thread(load_trace, saved)
     assert [t.final_output for t in trace.task_traces] == ["step 2"]
+
+
+def test_the_trace_and_the_console_show_the_walk() -> None:
+    import io
+
+    from agentensemble.observability import ConsoleProgress
+
+    stream = io.StringIO()
+    output = Ensemble(
+        graph=ticket_graph("BILLING"), listeners=[ConsoleProgress(stream, rich=False)]
+    ).run()
+    assert output.trace is not None
+    assert [(s.step, s.state, s.next_state) for s in output.trace.graph_steps] == [
+        (1, "classify", "billing"),
+        (2, "billing", END),
+    ]
+    assert "→ graph 'support': classify → billing" in stream.getvalue()
+    assert "→ graph 'support': billing → END" in stream.getvalue()

@@ -377,3 +377,65 @@ def test_an_unknown_loop_name_says_which_loops_there_are() -> None:
     output = Ensemble(loops=[Loop("refine", [write, review], until=approved)]).run()
     with pytest.raises(KeyError, match=r"no loop named 'draft'.*'refine'"):
         output.loop_history("draft")
+
+
+def test_the_trace_and_the_console_show_the_iterations() -> None:
+    import io
+
+    from agentensemble.observability import ConsoleProgress
+
+    stream = io.StringIO()
+    write, review, _, _ = writer_and_critic(["a", "b"], ["REVISE", "APPROVED"])
+    loop = Loop("refine", [write, review], until=approved, max_iterations=4)
+    output = Ensemble(loops=[loop], listeners=[ConsoleProgress(stream, rich=False)]).run()
+    assert output.trace is not None
+    assert [
+        (i.loop_name, i.iteration, i.outputs["critique"]) for i in output.trace.loop_iterations
+    ] == [
+        ("refine", 1, "REVISE"),
+        ("refine", 2, "APPROVED"),
+    ]
+    assert [t.task_description for t in output.trace.task_traces] == [
+        "Write a tagline",
+        "Critique the tagline",
+    ]
+    text = stream.getvalue()
+    assert "⟳ loop 'refine' iteration 1/4 done" in text
+    assert "⟳ loop 'refine' iteration 2/4 done" in text
+
+
+def test_review_gates_on_body_tasks_fire_every_iteration() -> None:
+    from agentensemble import Review, ReviewHandler
+
+    asked: list[str] = []
+
+    class Approver(ReviewHandler):
+        async def review(self, request: Any) -> Any:
+            asked.append(request.task_output)
+            from agentensemble.review import ReviewDecision
+
+            return ReviewDecision.Continue()
+
+    draft = Task("Draft", llm=ScriptedModel(["one", "two"]), name="draft", review=Review.required())
+    Ensemble(loops=[Loop("l", [draft], max_iterations=2)], review_handler=Approver()).run()
+    assert asked == ["one", "two"]
+
+
+async def test_the_runs_deadline_stops_a_loop_keeping_its_iterations() -> None:
+    from agentensemble import ExitReason, RunOptions
+
+    calls = 0
+
+    async def slow_after_two(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 2:
+            await asyncio.Event().wait()  # the run's deadline ends this
+        return f"draft {calls}"
+
+    draft = Task("Draft", llm=FunctionModel(slow_after_two), name="draft")
+    ensemble = Ensemble(loops=[Loop("l", [draft], max_iterations=5)])
+    output = await ensemble.arun(options=RunOptions(timeout=0.5))
+    assert output.exit_reason is ExitReason.TIMEOUT
+    assert len(output.loop_history("l")) == 2
+    assert output.loop_termination_reason("l") is None

@@ -14,7 +14,9 @@ from agentensemble.observability._events import (
     DelegationStartedEvent,
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
+    GraphStateCompletedEvent,
     LlmIterationCompletedEvent,
+    LoopIterationCompletedEvent,
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
@@ -108,6 +110,16 @@ class ConsoleProgress(EnsembleListener):
         mark = "✓" if event.outcome == "SUCCESS" else "✗"
         milliseconds = round(event.duration.total_seconds() * 1000)
         self._line(f"  ↳ {event.tool_name} {mark} {milliseconds} ms", "dim")
+
+    async def on_loop_iteration_completed(self, event: LoopIterationCompletedEvent) -> None:
+        """Show a finished loop iteration."""
+        of = f"/{event.max_iterations}" if event.max_iterations else ""
+        self._line(f"⟳ loop '{event.loop_name}' iteration {event.iteration}{of} done", "dim")
+
+    async def on_graph_state_completed(self, event: GraphStateCompletedEvent) -> None:
+        """Show where a graph's walk goes next."""
+        target = "END" if event.next_state == "__END__" else event.next_state
+        self._line(f"→ graph '{event.graph_name}': {event.state} → {target}", "dim")
 
     async def on_delegation_started(self, event: DelegationStartedEvent) -> None:
         """Show a delegation handed out."""

@@ -20,8 +20,10 @@ from agentensemble.observability._events import (
     DelegationStartedEvent,
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
+    GraphStateCompletedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
+    LoopIterationCompletedEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskStartEvent,
@@ -56,6 +58,8 @@ class OpenTelemetryListener(EnsembleListener):
         """Tool-call spans opened by a delegation, by (run id, task id, tool call id)."""
         self._worker_parents: dict[tuple[str, str], Any] = {}
         """The span a delegated worker's task goes under, by (run id, worker task id)."""
+        self._iteration_starts: dict[tuple[str, str], int] = {}
+        """When a loop's current iteration started, by (run id, loop task id)."""
 
     def _start(self, name: str, parent: Any, attributes: dict[str, Any], **options: Any) -> Any:
         context = self._trace.set_span_in_context(parent) if parent is not None else None
@@ -84,6 +88,8 @@ class OpenTelemetryListener(EnsembleListener):
         """Open a task span under the run span (a delegated worker's under the tool call that
         delegated to it)."""
         run = event.ensemble_id
+        if event.task_description.startswith("$loop:"):
+            self._iteration_starts[(run, event.task_id)] = _now_ns()
         parent = self._worker_parents.pop((run, event.task_id), None)
         if parent is None and event.parent_task_id is not None:
             parent = self._tasks.get((run, event.parent_task_id))
@@ -146,6 +152,37 @@ class OpenTelemetryListener(EnsembleListener):
         if parent is not None:
             self._worker_parents[(run, event.delegation_id)] = parent
 
+    async def on_loop_iteration_completed(self, event: LoopIterationCompletedEvent) -> None:
+        """Record an iteration as a span under its loop's task span."""
+        key = (event.ensemble_id, event.task_id)
+        end = _now_ns()
+        start = self._iteration_starts.get(key, end)
+        self._iteration_starts[key] = end
+        span = self._start(
+            f"loop_iteration {event.loop_name}",
+            self._tasks.get(key),
+            {
+                "agentensemble.loop.name": event.loop_name,
+                "agentensemble.loop.iteration": event.iteration,
+            },
+            start_time=start,
+        )
+        span.end(end_time=end)
+
+    async def on_graph_state_completed(self, event: GraphStateCompletedEvent) -> None:
+        """Record a graph step as an event of the run span (the state's task has its span)."""
+        run = self._runs.get(event.ensemble_id)
+        if run is not None:
+            run.add_event(
+                "graph_state_completed",
+                {
+                    "agentensemble.graph.name": event.graph_name,
+                    "agentensemble.graph.step": event.step,
+                    "agentensemble.graph.state": event.state,
+                    "agentensemble.graph.next_state": event.next_state,
+                },
+            )
+
     async def on_tool_call(self, event: ToolCallEvent) -> None:
         """Record a finished tool call as a span under its task span (or close the span a
         delegation opened for it). A call answered with a STOP ran nothing: no span."""
@@ -180,6 +217,7 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_task_complete(self, event: TaskCompleteEvent) -> None:
         """Close the task span with its token totals."""
+        self._iteration_starts.pop((event.ensemble_id, event.task_id), None)
         span = self._tasks.pop((event.ensemble_id, event.task_id), None)
         if span is None:
             return
@@ -191,6 +229,7 @@ class OpenTelemetryListener(EnsembleListener):
 
     async def on_task_failed(self, event: TaskFailedEvent) -> None:
         """Close the task span (and a model call it was in) as failed."""
+        self._iteration_starts.pop((event.ensemble_id, event.task_id), None)
         for key in [k for k in self._calls if k[:2] == (event.ensemble_id, event.task_id)]:
             call = self._calls.pop(key)
             self._fail(call, event.error_type, event.reason)

@@ -33,7 +33,7 @@ __all__ = [
     "load_trace",
 ]
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 
 ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
 
@@ -215,6 +215,34 @@ class ErrorTrace:
 
 @direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LoopIterationTrace:
+    """One iteration of a `Loop` in the run."""
+
+    loop_name: str
+    iteration: int
+    """1-based."""
+    outputs: dict[str, str]
+    """Each body task's text, by body task name (else description)."""
+    completed_at: datetime
+
+
+@direct_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphStepTrace:
+    """One step of a `Graph`'s walk in the run."""
+
+    graph_name: str
+    step: int
+    """1-based."""
+    state: str
+    next_state: str
+    task_id: str
+    """The state's task execution."""
+    completed_at: datetime
+
+
+@direct_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionTrace:
     """The trace of one run. ``to_json()`` writes it; ``ExecutionTrace.from_json`` reads it."""
 
@@ -235,6 +263,10 @@ class ExecutionTrace:
     agent_synthesis: tuple[LlmInteraction, ...] = ()
     """Model calls made while planning, to synthesise agents (`LLMAgentSynthesizer`)."""
     map_reduce_levels: tuple[MapReduceLevelSummary, ...] = ()
+    loop_iterations: tuple[LoopIterationTrace, ...] = ()
+    """Every loop iteration of the run, in order."""
+    graph_steps: tuple[GraphStepTrace, ...] = ()
+    """The graph's walk, for a run of a graph."""
     """Per-level summaries of a `MapReduceEnsemble` run (workflow ``MAP_REDUCE_STATIC`` or
     ``MAP_REDUCE_ADAPTIVE``)."""
     failed_tasks: tuple[TaskTrace, ...] = ()

@@ -24,8 +24,10 @@ from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
     Event,
+    GraphStateCompletedEvent,
     LlmIterationCompletedEvent,
     LlmIterationStartedEvent,
+    LoopIterationCompletedEvent,
     MemoryOperationEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
@@ -39,7 +41,9 @@ from agentensemble.observability._trace import (
     DelegationTrace,
     ErrorTrace,
     ExecutionTrace,
+    GraphStepTrace,
     LlmInteraction,
+    LoopIterationTrace,
     MemoryOperationTrace,
     PromptTrace,
     TaskTrace,
@@ -137,6 +141,8 @@ class TraceFold:
         self._failed_workers: dict[str, TaskTrace] = {}
         self._requests: dict[str, DelegationStartedEvent] = {}
         self._metrics: tuple[tuple[int, tuple[LlmInteraction, ...]], ExecutionMetrics] | None = None
+        self._iterations: list[LoopIterationTrace] = []
+        self._steps: list[GraphStepTrace] = []
         self._run_tokens = [0, 0, 0]
         """The run's input tokens, output tokens and model calls so far."""
 
@@ -232,6 +238,8 @@ class TraceFold:
             agent_synthesis=completed.agent_synthesis,
             map_reduce_levels=completed.map_reduce_levels,
             failed_tasks=tuple(self._failed),
+            loop_iterations=tuple(self._iterations),
+            graph_steps=tuple(self._steps),
         )
 
     # ---- the run ---------------------------------------------------------------------------
@@ -426,7 +434,33 @@ class TraceFold:
         )
 
 
+def _loop_iteration(fold: TraceFold, event: LoopIterationCompletedEvent) -> None:
+    fold._iterations.append(
+        LoopIterationTrace(
+            loop_name=event.loop_name,
+            iteration=event.iteration,
+            outputs=dict(event.outputs),
+            completed_at=event.timestamp,
+        )
+    )
+
+
+def _graph_step(fold: TraceFold, event: GraphStateCompletedEvent) -> None:
+    fold._steps.append(
+        GraphStepTrace(
+            graph_name=event.graph_name,
+            step=event.step,
+            state=event.state,
+            next_state=event.next_state,
+            task_id=event.task_id,
+            completed_at=event.timestamp,
+        )
+    )
+
+
 _HANDLERS: dict[type[Any], Callable[[TraceFold, Any], None]] = {
+    LoopIterationCompletedEvent: _loop_iteration,
+    GraphStateCompletedEvent: _graph_step,
     EnsembleStartedEvent: TraceFold._ensemble_started,
     EnsembleCompletedEvent: TraceFold._ensemble_completed,
     TaskStartEvent: TraceFold._task_started,
