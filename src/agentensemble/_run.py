@@ -523,10 +523,14 @@ async def _with_loops(
     synthesis: SynthesisLog,
     first: int,
 ) -> PlannedGroup:
-    """The group with each loop's task running the loop: its body planned (numbered after
-    the run's tasks) and its iterations as the task's one step."""
+    """The group with each loop's task running the loop: its body planned (each body task
+    numbered as the loop's task, as a delegated worker is as its caller) and its
+    iterations as the task's one step."""
     runners: dict[Task[Any], LoopRunner] = {}
+    index_of = {planned.source: planned.index for planned in group.tasks}
     for loop, stand_in in shape.loops:
+        if stand_in not in index_of:
+            continue
         body = await plan_tasks(
             loop.tasks,
             [texts[task] for task in loop.tasks],
@@ -539,7 +543,11 @@ async def _with_loops(
             review=_review_rules(ensemble, SEQUENTIAL),
         )
         first += len(body)
-        runners[stand_in] = LoopRunner(loop, body)
+        numbered = tuple(
+            dataclasses.replace(planned, index=index_of[stand_in], total=len(shape.tasks))
+            for planned in body
+        )
+        runners[stand_in] = LoopRunner(loop, numbered)
         run.outputs.hide(stand_in)
     tasks = tuple(
         dataclasses.replace(planned, steps=(runners[planned.source],), before_start=())
