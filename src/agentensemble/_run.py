@@ -25,10 +25,12 @@ from agentensemble._logging import get_logger
 from agentensemble._unset import is_given, resolved
 from agentensemble._validation import (
     EnsembleShape,
+    check_listed_once,
     check_peer_roles,
     check_worker_roles,
     validate_added,
     validate_flat,
+    validate_members,
     validate_phases,
 )
 from agentensemble.agent import Agent
@@ -37,7 +39,7 @@ from agentensemble.errors import ValidationError
 from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
 from agentensemble.execution._delegation import Team
 from agentensemble.execution._hooks import RunHooks
-from agentensemble.execution._loops import LoopRunner
+from agentensemble.execution._loops import LoopRecord, LoopRunner
 from agentensemble.execution._memory import RunMemory
 from agentensemble.execution._planning import (
     PlannedTask,
@@ -75,8 +77,8 @@ from agentensemble.workflows._executor import (
     WorkflowSettings,
     WorkflowSpec,
 )
+from agentensemble.workflows._parallel import PARALLEL
 from agentensemble.workflows._registry import GRAPH, PHASES, WORKFLOWS, workflow_spec
-from agentensemble.workflows._sequential import SEQUENTIAL
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
@@ -275,6 +277,9 @@ def _check_loops(ensemble: Ensemble) -> tuple[tuple[Loop, Task[Any]], ...]:
                     f"Loop '{loop.name}' context task '{body_key(needed)}' is not one of the "
                     "ensemble's tasks"
                 )
+    bodies = [task for loop in ensemble.loops for task in loop.tasks]
+    check_listed_once([*ensemble.tasks, *bodies], where="the ensemble's tasks and loops")
+    validate_members(bodies, _settings(ensemble))
     for task in ensemble.tasks:
         for needed in task.context:
             if needed in owner:
@@ -320,6 +325,7 @@ def _check_graph(ensemble: Ensemble, graph: Graph) -> _Shape:
                 "task or the ensemble, or give it an agent or a handler."
             )
     tasks = tuple(graph.states.values())
+    validate_members(tasks, _settings(ensemble))
     return _Shape(tasks, GRAPH.name, (_Group(tasks, GRAPH.name),))
 
 
@@ -540,7 +546,7 @@ async def _with_loops(
             synthesis=synthesis,
             first_index=first,
             total=len(shape.all_tasks),
-            review=_review_rules(ensemble, SEQUENTIAL),
+            review=_review_rules(ensemble, PARALLEL),  # no body task is the run's last
         )
         first += len(body)
         numbered = tuple(
@@ -549,6 +555,7 @@ async def _with_loops(
         )
         runners[stand_in] = LoopRunner(loop, numbered)
         run.outputs.hide(stand_in)
+        run.outputs.loops[loop.name] = LoopRecord()
     tasks = tuple(
         dataclasses.replace(planned, steps=(runners[planned.source],), before_start=())
         if planned.source in runners
@@ -898,10 +905,18 @@ def _final_output(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
     return _last_declared(plan, run)
 
 
+def _loop_output(planned: PlannedTask, run: RunContext) -> TaskOutput[Any] | None:
+    """The body output a loop's task stands for (the last that completed), if it is one."""
+    runner = planned.steps[0] if planned.steps else None
+    if not isinstance(runner, LoopRunner):
+        return None
+    return run.outputs.loops[runner.loop.name].last_output
+
+
 def _last_declared(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:
     """The output of the last task, in declared order, that completed."""
     for planned in reversed(plan.all_tasks()):
-        output = run.outputs.get(planned.source)
+        output = _loop_output(planned, run) or run.outputs.get(planned.source)
         if output is not None:
             return output
     return None

@@ -20,11 +20,13 @@ from agentensemble.task import Task
 __all__ = [
     "EnsembleShape",
     "PhaseShape",
+    "check_listed_once",
     "check_peer_roles",
     "check_worker_roles",
     "infer_workflow",
     "validate_added",
     "validate_flat",
+    "validate_members",
     "validate_phases",
 ]
 
@@ -90,6 +92,28 @@ def validate_flat(
     check_context_cycles(checked)
     _check_context_order(checked, outside=frozenset(), ordered=effective is Workflow.SEQUENTIAL)
     return checked, effective
+
+
+def validate_members(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
+    """Check the tasks loops run or a graph's states as `validate_flat` checks a task list
+    (their models are checked by the caller, with the messages of BEHAVIOUR 2): reviews
+    with a handler, memory with a store, delegation with someone to delegate to."""
+    _check_rate_limit(shape)
+    _check_someone_delegates(tasks, shape)
+    _check_reviews(tasks, shape, Workflow.PARALLEL, last_workflow=Workflow.SEQUENTIAL)
+    check_memory(tasks, shape)
+
+
+def check_listed_once(tasks: Sequence[Task[Any]], *, where: str) -> None:
+    """No task in two places of one ensemble (a task's output is kept by the task)."""
+    seen: set[Task[Any]] = set()
+    for task in tasks:
+        if task in seen:
+            raise ValidationError(
+                f"Task '{task.description}' is in {where} twice: a task belongs to one place "
+                "in an ensemble. Use task.copy() for a second task with the same settings."
+            )
+        seen.add(task)
 
 
 def validate_added(

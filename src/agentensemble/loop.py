@@ -80,6 +80,8 @@ class Loop:
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValidationError(f"Loop name must be non-blank, got: {name!r}")
+        if "{" in name or "}" in name:
+            raise ValidationError(f"Loop name must not contain braces, got: {name!r}")
         body = _body(name, tasks)
         _check_max_iterations(name, max_iterations)
         if until is None and max_iterations is None:

@@ -108,8 +108,10 @@ class EnsembleOutput:
         return reason
 
     def loop_stopped_by_max_iterations(self, name: str) -> bool:
-        """Whether loop `name` stopped because it ran out of iterations."""
-        return self.loop_termination_reason(name) == "max_iterations"
+        """Whether loop `name` ran out of iterations with ``on_max_iterations=
+        RETURN_WITH_FLAG`` (under ``RETURN_LAST`` its last outputs stand as if it had
+        converged; `loop_termination_reason` still says ``"max_iterations"``)."""
+        return bool(self._loop(name).flagged)
 
     def _loop(self, name: str) -> Any:
         record = self._loops.get(name)
@@ -123,6 +125,11 @@ class EnsembleOutput:
         """The graph's walk: each step's state, output and next state (empty without a
         graph)."""
         return tuple(self._graph.steps) if self._graph is not None else ()
+
+    @property
+    def graph_stopped_by_max_steps(self) -> bool:
+        """Whether the graph ran out of steps with ``on_max_steps=RETURN_WITH_FLAG``."""
+        return bool(self._graph is not None and self._graph.flagged)
 
     @property
     def graph_termination_reason(self) -> str | None:

@@ -176,7 +176,7 @@ def test_without_feedback_the_prompt_is_the_same_every_iteration() -> None:
 
 @pytest.mark.parametrize(
     ("action", "stopped_by_max"),
-    [(MaxIterationsAction.RETURN_LAST, True), (MaxIterationsAction.RETURN_WITH_FLAG, True)],
+    [(MaxIterationsAction.RETURN_LAST, False), (MaxIterationsAction.RETURN_WITH_FLAG, True)],
 )
 def test_running_out_of_iterations_returns_the_last(
     action: MaxIterationsAction, stopped_by_max: bool
@@ -203,7 +203,7 @@ def test_max_iterations_alone_runs_them_all() -> None:
     write, review, writing, _ = writer_and_critic(["a", "b", "c"], ["x", "y", "z"])
     output = Ensemble(loops=[Loop("l", [write, review], max_iterations=3)]).run()
     assert len(writing.prompts) == 3
-    assert output.loop_stopped_by_max_iterations("l")
+    assert output.loop_termination_reason("l") == "max_iterations"
 
 
 def test_output_modes() -> None:
@@ -439,3 +439,125 @@ async def test_the_runs_deadline_stops_a_loop_keeping_its_iterations() -> None:
     assert output.exit_reason is ExitReason.TIMEOUT
     assert len(output.loop_history("l")) == 2
     assert output.loop_termination_reason("l") is None
+
+
+# ---- what a review of the first version found ---------------------------------------------
+
+
+def test_body_tasks_are_checked_like_the_ensembles_tasks() -> None:
+    from agentensemble import Review
+
+    llm = ScriptedModel([])
+    reviewed = Loop("l", [task("Draft", review=Review.required())])
+    with pytest.raises(ValidationError, match="sets review, but the ensemble has no review"):
+        Ensemble(loops=[reviewed], llm=llm).run()
+    remembering = Loop("l", [task("Draft", memory=["notes"])])
+    with pytest.raises(ValidationError, match="memory"):
+        Ensemble(loops=[remembering], llm=llm).run()
+    shared = task("Shared")
+    with pytest.raises(ValidationError, match="'Shared' is in the ensemble's tasks and loops"):
+        Ensemble(tasks=[shared], loops=[Loop("l", [shared])], llm=llm).run()
+    with pytest.raises(ValidationError, match="'Shared' is in the ensemble's tasks and loops"):
+        Ensemble(loops=[Loop("a", [shared]), Loop("b", [shared])], llm=llm).run()
+    with pytest.raises(ValidationError, match="Loop name must not contain braces"):
+        Loop("{topic}", [task()])
+    assert llm.requests == []
+
+
+def test_a_body_failure_names_the_body_task() -> None:
+    from agentensemble import TaskExecutionError
+
+    def broken(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        raise RuntimeError("model down")
+
+    body = Task("Draft the post", llm=FunctionModel(broken), name="draft")
+    with pytest.raises(TaskExecutionError) as raised:
+        Ensemble(loops=[Loop("l", [body])]).run()
+    assert raised.value.task_description == "Draft the post"
+    assert str(raised.value).startswith("Task 'Draft the post' failed: ")
+    assert str(raised.value).endswith("model down")
+
+
+async def test_under_fail_fast_a_loop_stops_once_a_sibling_fails() -> None:
+    from agentensemble import TaskExecutionError
+
+    loop_running, sibling_failed = asyncio.Event(), asyncio.Event()
+    iterations = 0
+
+    async def failing(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        await loop_running.wait()
+        raise RuntimeError("sibling broke")
+
+    async def drafting(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        nonlocal iterations
+        iterations += 1
+        loop_running.set()
+        if iterations == 2:
+            await sibling_failed.wait()
+        return "draft"
+
+    class Watch:
+        async def on_task_failed(self, event: Any) -> None:
+            if event.task_description == "Sibling":
+                sibling_failed.set()
+
+    sibling = Task("Sibling", llm=FunctionModel(failing))
+    body = Task("Draft", llm=FunctionModel(drafting), name="draft")
+    never = Loop("l", [body], until=lambda context: False, max_iterations=None)
+    ensemble = Ensemble(
+        tasks=[sibling], loops=[never], workflow=Workflow.PARALLEL, listeners=[Watch()]
+    )
+    with pytest.raises(TaskExecutionError, match="sibling broke"):
+        await ensemble.arun()
+    assert iterations == 2  # the iteration in flight finished; no other started
+
+
+def test_raw_is_the_last_body_output_when_a_reviewer_ends_the_run_in_the_body() -> None:
+    from agentensemble import ExitReason, Review, ReviewHandler
+    from agentensemble.review import ReviewDecision
+
+    class ExitOnSecond(ReviewHandler):
+        async def review(self, request: Any) -> Any:
+            if request.task_output == "two":
+                return ReviewDecision.ExitEarly()
+            return ReviewDecision.Continue()
+
+    flat = Task("Flat", llm=ScriptedModel(["flat"]))
+    body = Task("Draft", llm=ScriptedModel(["one", "two", "three"]), review=Review.required())
+    output = Ensemble(
+        tasks=[flat],
+        loops=[Loop("l", [body], max_iterations=3)],
+        review_handler=ExitOnSecond(),
+        workflow=Workflow.SEQUENTIAL,
+    ).run()
+    assert output.exit_reason is ExitReason.USER_EXIT_EARLY
+    assert output.raw == "two"
+    assert output.loop_termination_reason("l") is None
+    assert [next(iter(it.values())).raw for it in output.loop_history("l")] == ["one"]
+
+
+def test_histories_keep_outputs_without_their_traces() -> None:
+    write, review, _, _ = writer_and_critic(["a", "b"], ["REVISE", "APPROVED"])
+    output = Ensemble(loops=[Loop("l", [write, review], until=approved)]).run()
+    assert all(o.trace is None for it in output.loop_history("l") for o in it.values())
+
+
+def test_a_loop_that_never_started_has_no_reason_yet() -> None:
+    from agentensemble import ExitReason, Review, ReviewHandler
+    from agentensemble.review import ReviewDecision
+
+    class ExitAtOnce(ReviewHandler):
+        async def review(self, request: Any) -> Any:
+            return ReviewDecision.ExitEarly()
+
+    flat = Task("Flat", llm=ScriptedModel(["flat"]), review=Review.required())
+    write, review, _, _ = writer_and_critic(["a"], ["APPROVED"])
+    output = Ensemble(
+        tasks=[flat],
+        loops=[Loop("l", [write, review], until=approved)],
+        review_handler=ExitAtOnce(),
+        workflow=Workflow.SEQUENTIAL,
+    ).run()
+    assert output.exit_reason is ExitReason.USER_EXIT_EARLY
+    assert output.loop_termination_reason("l") is None
+    assert output.loop_history("l") == []

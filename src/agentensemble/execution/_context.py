@@ -131,14 +131,22 @@ class RunStop:
     the first signal wins; executors start no task once it is set and let running ones
     finish."""
 
-    __slots__ = ("signal",)
+    __slots__ = ("failing", "signal")
 
     def __init__(self) -> None:
         self.signal: ControlFlowSignal | None = None
+        self.failing = False
+        """A task failed and the run will raise once running tasks settle (FAIL_FAST):
+        work in progress that could go on for long (a loop) stops at its next turn."""
 
     @property
     def requested(self) -> bool:
         return self.signal is not None
+
+    @property
+    def halted(self) -> bool:
+        """Whether nothing new should start: the run ends early or is failing."""
+        return self.signal is not None or self.failing
 
     def request(self, signal: ControlFlowSignal) -> None:
         """End the run early because of `signal` (unless it is already ending)."""

@@ -12,7 +12,7 @@ from agentensemble.enums import LoopMemoryMode, LoopOutputMode, MaxIterationsAct
 from agentensemble.errors import MaxLoopIterationsExceededError
 from agentensemble.execution._context import TaskContext
 from agentensemble.execution._prompts import PromptSection, PromptSlot
-from agentensemble.execution._task_runner import context_outputs, run_task
+from agentensemble.execution._task_runner import context_outputs, run_in_turn
 from agentensemble.loop import LoopContext, body_key
 from agentensemble.memory import EvictionPolicy
 from agentensemble.observability._events import LoopIterationCompletedEvent
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agentensemble.loop import Loop
     from agentensemble.outputs import TaskOutput
 
-__all__ = ["GraphRecord", "LoopRecord", "LoopRunner", "revised"]
+__all__ = ["GraphRecord", "LoopRecord", "LoopRunner", "kept", "revised"]
 
 _LOOP_FEEDBACK = (
     "Loop iteration {iteration}{of}. Prior iteration's final body output is shown above; "
@@ -41,6 +41,10 @@ class LoopRecord:
     history: list[dict[str, TaskOutput[Any]]] = field(default_factory=list)
     termination_reason: str | None = None
     """``"predicate"``, ``"max_iterations"``, or None while it runs (or if it was stopped)."""
+    flagged: bool = False
+    """It ran out of iterations under ``RETURN_WITH_FLAG``."""
+    last_output: TaskOutput[Any] | None = None
+    """The body output that completed last (in a partial iteration too)."""
 
 
 @dataclass(slots=True)
@@ -50,6 +54,14 @@ class GraphRecord:
     steps: list[GraphStep] = field(default_factory=list)
     termination_reason: str | None = None
     """``"terminal"``, ``"max_steps"``, or None while it runs (or if it was stopped)."""
+    flagged: bool = False
+    """It ran out of steps under ``RETURN_WITH_FLAG``."""
+
+
+def kept(output: TaskOutput[Any]) -> TaskOutput[Any]:
+    """`output` as a history keeps it: without its task trace (prompts, model calls), so a
+    long loop or walk holds its outputs only."""
+    return output if output.trace is None else dataclasses.replace(output, trace=None)
 
 
 def revised(planned: PlannedTask, feedback: str, prior: str, attempt: int) -> PlannedTask:
@@ -81,46 +93,65 @@ class LoopRunner:
     async def __call__(self, state: TaskState) -> None:
         task, loop = state.task, self.loop
         run = task.run
-        record = run.outputs.loops.setdefault(loop.name, LoopRecord())
+        record = run.outputs.loops[loop.name]
         prior: TaskOutput[Any] | None = None
         iteration = 0
         while loop.max_iterations is None or iteration < loop.max_iterations:
-            if run.stop.requested:
-                return
+            if run.stop.halted:
+                break
             iteration += 1
             if iteration > 1:
                 await self._reset_memory(run)
-            outputs = await self._iteration(task, iteration, prior)
-            record.history.append(outputs)
+            outputs = await self._iteration(task, record, iteration, prior)
+            if outputs is None:  # a reviewer ended the run
+                break
+            record.history.append({name: kept(output) for name, output in outputs.items()})
             prior = list(outputs.values())[-1]
-            await run.events.emit(
-                LoopIterationCompletedEvent(
-                    ensemble_id=run.run_id,
-                    seq=run.events.next_seq(),
-                    task_id=task.task_id,
-                    loop_name=loop.name,
-                    iteration=iteration,
-                    max_iterations=loop.max_iterations,
-                    outputs={name: output.raw for name, output in outputs.items()},
-                )
-            )
+            await self._announce(task, iteration, outputs)
             if loop.until is not None and await _holds(
                 loop.until, LoopContext(iteration, outputs, tuple(record.history))
             ):
                 record.termination_reason = "predicate"
                 break
         else:
-            record.termination_reason = "max_iterations"
-            if loop.on_max_iterations is MaxIterationsAction.THROW:
-                raise MaxLoopIterationsExceededError(
-                    loop.name, iteration, completed_outputs=run.outputs.completed()
-                )
+            self._ran_out(run, record, iteration)
         self._project(run, record)
-        state.raw = prior.raw if prior is not None else ""
+        last = record.last_output
+        state.raw = last.raw if last is not None else ""
+
+    def _ran_out(self, run: RunContext, record: LoopRecord, iterations: int) -> None:
+        record.termination_reason = "max_iterations"
+        action = self.loop.on_max_iterations
+        if action is MaxIterationsAction.THROW:
+            raise MaxLoopIterationsExceededError(
+                self.loop.name, iterations, completed_outputs=run.outputs.completed()
+            )
+        record.flagged = action is MaxIterationsAction.RETURN_WITH_FLAG
+
+    async def _announce(
+        self, task: TaskContext, iteration: int, outputs: dict[str, TaskOutput[Any]]
+    ) -> None:
+        run = task.run
+        await run.events.emit(
+            LoopIterationCompletedEvent(
+                ensemble_id=run.run_id,
+                seq=run.events.next_seq(),
+                task_id=task.task_id,
+                loop_name=self.loop.name,
+                iteration=iteration,
+                max_iterations=self.loop.max_iterations,
+                outputs={name: output.raw for name, output in outputs.items()},
+            )
+        )
 
     async def _iteration(
-        self, task: TaskContext, iteration: int, prior: TaskOutput[Any] | None
-    ) -> dict[str, TaskOutput[Any]]:
+        self,
+        task: TaskContext,
+        record: LoopRecord,
+        iteration: int,
+        prior: TaskOutput[Any] | None,
+    ) -> dict[str, TaskOutput[Any]] | None:
+        """Run the body once; None when a reviewer ended the run meanwhile."""
         loop, run = self.loop, task.run
         outputs: dict[str, TaskOutput[Any]] = {}
         for position, planned in enumerate(self.body):
@@ -132,7 +163,7 @@ class LoopRunner:
                     feedback = _LOOP_FEEDBACK.format(iteration=iteration, of=of)
                     planned = revised(planned, feedback, prior.raw, iteration - 1)
             context = (*outer, *context_outputs(planned, run.outputs, strict=True))
-            output = await run_task(
+            output = await run_in_turn(
                 TaskContext(
                     run=run,
                     planned=planned,
@@ -140,6 +171,10 @@ class LoopRunner:
                     parent_task_id=task.task_id,
                 )
             )
+            if output is not None:
+                record.last_output = output
+            if run.stop.requested or output is None:
+                return None
             outputs[body_key(planned.source)] = output
         return outputs
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
 from agentensemble._logging import task_log_context
-from agentensemble.errors import AgentExecutionError, TaskExecutionError
+from agentensemble.errors import AgentExecutionError, OutputParsingError, TaskExecutionError
 from agentensemble.execution._recorder import TaskRecorder
 from agentensemble.execution._steps import TaskState
 
@@ -40,6 +40,40 @@ def context_outputs(
     return tuple(found)
 
 
+async def run_in_turn(task: TaskContext) -> TaskOutput[Any] | None:
+    """Run a task of a sequence (a sequential run, a loop's body, a graph's states).
+
+    Returns its output, or None when a reviewer ended the run before it completed (the
+    stop is then requested on the run; a task that completed and then ended the run returns
+    its output). An `OutputParsingError` and an error marked ``raised_as_is`` are raised as
+    they are, any other failure as the task's `TaskExecutionError` (marked ``raised_as_is``,
+    so that an enclosing loop's task passes it on); each carries every completed output.
+    """
+    run, planned = task.run, task.planned
+    try:
+        return await run_task(task)
+    except ControlFlowSignal as signal:
+        run.stop.request(signal)
+        if run.outputs.task_id_of(planned.source) == task.task_id:
+            return run.outputs.get(planned.source)
+        return None
+    except OutputParsingError as error:
+        error.completed_outputs = run.outputs.completed()
+        raise
+    except Exception as error:
+        if isinstance(error, TaskExecutionError) and getattr(error, "raised_as_is", False):
+            error.completed_outputs = run.outputs.completed()
+            raise
+        failure = TaskExecutionError.of(
+            error,
+            task_description=planned.description,
+            agent_role=planned.role,
+            completed_outputs=run.outputs.completed(),
+        )
+        failure.raised_as_is = True  # type: ignore[attr-defined]
+        raise failure from error
+
+
 async def run_task(task: TaskContext) -> TaskOutput[Any]:
     """Run the task's steps; fire start/complete/failed events. Failures are re-raised as is.
 
@@ -61,7 +95,10 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             raise
         event, output = recorder.completed(state.raw, state.parsed)
         if task.depth == 0:
+            replaced = task.run.outputs.task_id_of(planned.source)
             task.run.outputs.record(planned.source, output, task.task_id)
+            if replaced:  # a loop's earlier iteration, a graph state's earlier visit
+                task.run.trace.release(replaced)
         await task.run.events.deliver(event)
     if state.stop is not None:
         raise state.stop

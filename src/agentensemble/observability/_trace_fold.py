@@ -171,6 +171,16 @@ class TraceFold:
             raise ValueError("the events do not include the run's ensemble_completed event")
         return self._result
 
+    def release(self, task_id: str) -> None:
+        """Keep only the metrics of a completed task whose output another execution of the
+        same task replaced (a loop's earlier iteration, a graph state's earlier visit): its
+        prompts and model calls are not in the run's trace, and a long loop stays small."""
+        done = self._done.get(task_id)
+        if done is not None:
+            trace, metrics = done
+            light = dataclasses.replace(trace, prompts=None, llm_interactions=(), final_output="")
+            self._done[task_id] = (light, metrics)
+
     def task_result(self, task_id: str) -> tuple[TaskTrace, TaskMetrics]:
         """The trace and metrics of a completed task."""
         return self._done[task_id]

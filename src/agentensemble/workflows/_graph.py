@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentensemble._control import ControlFlowSignal
 from agentensemble.enums import MaxIterationsAction
 from agentensemble.errors import (
     GraphNoEdgeMatchedError,
@@ -15,8 +14,8 @@ from agentensemble.errors import (
     describe_error,
 )
 from agentensemble.execution._context import RunContext, TaskContext
-from agentensemble.execution._loops import GraphRecord, revised
-from agentensemble.execution._task_runner import context_outputs, run_task
+from agentensemble.execution._loops import GraphRecord, kept, revised
+from agentensemble.execution._task_runner import context_outputs, run_in_turn
 from agentensemble.graph import END, Graph, GraphStep
 from agentensemble.observability._events import GraphStateCompletedEvent
 from agentensemble.workflows._executor import ExecutorRequest, WorkflowSpec
@@ -50,47 +49,64 @@ class GraphExecutor:
         visits: Counter[str] = Counter()
         latest: dict[str, TaskOutput[Any]] = {}
         state = graph.start
-        while True:
-            if run.stop.requested:
-                break
+        while not run.stop.requested:
             if len(record.steps) >= graph.max_steps:
-                record.termination_reason = "max_steps"
-                if graph.on_max_steps is MaxIterationsAction.THROW:
-                    raise MaxGraphStepsExceededError(
-                        graph.name,
-                        graph.max_steps,
-                        state,
-                        completed_outputs=run.outputs.completed(),
-                    )
+                self._ran_out(run, record)
                 break
             visits[state] += 1
-            output = await self._visit(run, state, visits[state], latest.get(state))
-            if output is None:  # the run is ending early
+            output = await self._visit(run, state, visits[state], latest.get(state), record)
+            if output is None:  # a reviewer ended the run before the state completed
                 break
             latest[state] = output
             following = self._next(run, state, output)
-            record.steps.append(GraphStep(state, output, following))
-            await run.events.emit(
-                GraphStateCompletedEvent(
-                    ensemble_id=run.run_id,
-                    seq=run.events.next_seq(),
-                    task_id=run.outputs.task_id_of(self.planned[state].source),
-                    graph_name=graph.name,
-                    state=state,
-                    step=len(record.steps),
-                    next_state=following,
-                    output=output.raw,
-                )
-            )
+            record.steps.append(GraphStep(state, kept(output), following))
+            await self._announce(run, record, state, following, output)
             if following == END:
                 record.termination_reason = "terminal"
                 break
             state = following
         return tuple(step.output for step in record.steps)
 
+    def _ran_out(self, run: RunContext, record: GraphRecord) -> None:
+        graph = self.graph
+        record.termination_reason = "max_steps"
+        if graph.on_max_steps is MaxIterationsAction.THROW:
+            last = record.steps[-1].state if record.steps else graph.start
+            raise MaxGraphStepsExceededError(
+                graph.name, graph.max_steps, last, completed_outputs=run.outputs.completed()
+            )
+        record.flagged = graph.on_max_steps is MaxIterationsAction.RETURN_WITH_FLAG
+
+    async def _announce(
+        self,
+        run: RunContext,
+        record: GraphRecord,
+        state: str,
+        following: str,
+        output: TaskOutput[Any],
+    ) -> None:
+        await run.events.emit(
+            GraphStateCompletedEvent(
+                ensemble_id=run.run_id,
+                seq=run.events.next_seq(),
+                task_id=run.outputs.task_id_of(self.planned[state].source),
+                graph_name=self.graph.name,
+                state=state,
+                step=len(record.steps),
+                next_state=following,
+                output=output.raw,
+            )
+        )
+
     async def _visit(
-        self, run: RunContext, state: str, visit: int, prior: TaskOutput[Any] | None
+        self,
+        run: RunContext,
+        state: str,
+        visit: int,
+        prior: TaskOutput[Any] | None,
+        record: GraphRecord,
     ) -> TaskOutput[Any] | None:
+        """Run the state's task (told to refine its previous output on a revisit)."""
         graph = self.graph
         planned = self.planned[state]
         if (
@@ -100,27 +116,17 @@ class GraphExecutor:
             and state not in graph.no_feedback_states
         ):
             feedback = _REVISIT_FEEDBACK.format(state=state, visit=visit)
+            last = record.steps[-1] if record.steps else None
+            if last is not None and last.state != state:
+                feedback += f"\n\nWhat the last step ('{last.state}') said:\n{last.output.raw}"
             planned = revised(planned, feedback, prior.raw, visit - 1)
         context = context_outputs(planned, run.outputs, strict=False)
-        try:
-            return await run_task(TaskContext(run=run, planned=planned, context_outputs=context))
-        except ControlFlowSignal as signal:  # a reviewer ended the run
-            run.stop.request(signal)
-            return None
-        except TaskExecutionError as error:
-            error.completed_outputs = run.outputs.completed()
-            raise
-        except Exception as error:
-            raise TaskExecutionError.of(
-                error,
-                task_description=planned.description,
-                agent_role=planned.role,
-                completed_outputs=run.outputs.completed(),
-            ) from error
+        return await run_in_turn(TaskContext(run=run, planned=planned, context_outputs=context))
 
     def _next(self, run: RunContext, state: str, output: TaskOutput[Any]) -> str:
         """The target of the first edge leaving `state` whose `when` holds."""
-        for edge in self.graph.edges_from(state):
+        edges = self.graph.edges_from(state)
+        for edge in edges:
             if edge.when is None:
                 return edge.target
             try:
@@ -135,7 +141,10 @@ class GraphExecutor:
                 ) from error
             if taken:
                 return edge.target
-        tried = ", ".join(f"'{edge.target}'" for edge in self.graph.edges_from(state))
+        tried = ", ".join(
+            f"'{edge.target}'" + (f" ({edge.description})" if edge.description else "")
+            for edge in edges
+        )
         raise GraphNoEdgeMatchedError(
             self.graph.name,
             state,

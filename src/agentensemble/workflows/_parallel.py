@@ -219,6 +219,8 @@ class DagRun:
         except Exception as error:
             self.failures.append((planned, error))
             self.broken.add(planned.source)
+            if self.strategy is ParallelErrorStrategy.FAIL_FAST:
+                self.run.stop.failing = True
             return
         self.outputs.append(output)
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentensemble._control import ControlFlowSignal
 from agentensemble.enums import Workflow
-from agentensemble.errors import OutputParsingError, TaskExecutionError
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
-from agentensemble.execution._task_runner import context_outputs, run_task
+from agentensemble.execution._task_runner import context_outputs, run_in_turn
 from agentensemble.outputs import TaskOutput
 from agentensemble.workflows._executor import ExecutorRequest, WorkflowSpec
 
@@ -32,37 +30,13 @@ class SequentialExecutor:
             if run.stop.requested:  # the run is ending early: start nothing more
                 break
             context = context_outputs(planned, run.outputs, strict=True)
-            try:
-                async with run.task_slot():
-                    output = await run_task(
-                        TaskContext(run=run, planned=planned, context_outputs=context)
-                    )
-            except ControlFlowSignal as signal:
-                run.stop.request(signal)
-                reviewed = run.outputs.get(planned.source)  # a task may complete, then stop
-                outputs.extend([reviewed] if reviewed is not None else [])
-                break
-            except OutputParsingError as error:
-                error.completed_outputs = run.outputs.completed()
-                raise
-            except TaskExecutionError as error:
-                if not getattr(error, "raised_as_is", False):
-                    raise _wrapped(error, planned, run) from error
-                error.completed_outputs = run.outputs.completed()
-                raise
-            except Exception as error:
-                raise _wrapped(error, planned, run) from error
-            outputs.append(output)
+            async with run.task_slot():
+                output = await run_in_turn(
+                    TaskContext(run=run, planned=planned, context_outputs=context)
+                )
+            if output is not None:
+                outputs.append(output)
         return tuple(outputs)
-
-
-def _wrapped(error: Exception, planned: PlannedTask, run: RunContext) -> TaskExecutionError:
-    return TaskExecutionError.of(
-        error,
-        task_description=planned.description,
-        agent_role=planned.role,
-        completed_outputs=run.outputs.completed(),
-    )
 
 
 async def _build(request: ExecutorRequest) -> SequentialExecutor:
