@@ -100,12 +100,13 @@ async def test_exit_early_typed_by_a_person_is_not_a_timeout() -> None:
     assert decision.timed_out is False
 
 
-@pytest.mark.parametrize("typed", ["maybe\n", "y\n", "quit\n"], ids=["maybe", "y", "quit"])
-async def test_an_unrecognised_choice_continues_and_says_so(typed: str) -> None:
-    decision, shown = await answer(typed)
+@pytest.mark.parametrize("typed", ["maybe", "y", "no", "n", "q", "quit", "stop"])
+async def test_an_unrecognised_answer_asks_again_with_the_choices(typed: str) -> None:
+    decision, shown = await answer(f"{typed}\nx\n")
 
-    assert decision == ReviewDecision.Continue()
-    assert f"Unrecognised choice {typed.strip()!r}" in shown
+    assert decision == ReviewDecision.ExitEarly()
+    assert f"{typed!r} is not one of the choices: [c] continue  [e] edit  [x] exit early" in shown
+    assert shown.count("[c] continue") >= 3  # asked, told, asked again
 
 
 async def test_an_edit_asks_for_the_revised_text() -> None:
@@ -157,9 +158,9 @@ async def test_a_closed_input_with_fail_raises_review_timed_out() -> None:
 
 
 async def test_edit_is_not_a_choice_before_a_task_starts() -> None:
-    decision, shown = await answer("e\nsome text\n", request(timing=ReviewTiming.BEFORE_EXECUTION))
+    decision, shown = await answer("e\nc\n", request(timing=ReviewTiming.BEFORE_EXECUTION))
     assert decision == ReviewDecision.Continue()
-    assert "Unrecognised choice 'e'" in shown
+    assert "'e' is not one of the choices: [c] continue  [x] exit early" in shown
     assert "Enter the revised text" not in shown
 
 

@@ -76,17 +76,20 @@ class ConsoleReviewHandler(ReviewHandler):
         return self._lines
 
     async def _decide(self, out: IO[str], request: ReviewRequest) -> ReviewDecision:
-        choice = await self._read(out, self._read_choice(out, request))
-        if choice is None:
-            return _closed(out, request)
-        answer = choice.strip().lower()
-        if answer in ("x", "exit"):
-            return ExitEarly()
-        if answer in ("e", "edit") and _can_edit(request):
-            return await self._read_edit(out, request)
-        if answer not in ("", "c", "continue"):
-            _write(out, f"  Unrecognised choice {choice.strip()!r}: continuing.\n")
-        return Continue()
+        """Ask until the answer is one of the choices ("no" or "stop" is not one: a person
+        who typed it did not mean "continue", so they are asked again)."""
+        while True:
+            choice = await self._read(out, self._read_choice(out, request))
+            if choice is None:
+                return _closed(out, request)
+            answer = choice.strip().lower()
+            if answer in ("x", "exit"):
+                return ExitEarly()
+            if answer in ("e", "edit") and _can_edit(request):
+                return await self._read_edit(out, request)
+            if answer in ("", "c", "continue"):
+                return Continue()
+            _write(out, f"  {choice.strip()!r} is not one of the choices: {_choices(request)}\n")
 
     async def _read(self, out: IO[str], reading: Awaitable[str | None]) -> str | None:
         """A line the person typed; when the input does not echo (not a terminal), the
