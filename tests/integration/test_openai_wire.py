@@ -60,7 +60,7 @@ def test_tool_call_round_trip_with_usage() -> None:
     ]
     assert second["messages"][2] == {
         "role": "assistant",
-        "content": None,
+        "content": "",  # not null: llama.cpp's server answers 500 to null
         "tool_calls": [
             {
                 "id": "call_1",
@@ -262,3 +262,18 @@ def test_a_hierarchical_team_over_the_wire() -> None:
         "tool_call_id": "call_1",
         "content": "Fact one. Fact two.",
     }
+
+
+async def test_a_server_that_cannot_be_reached_is_named() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    model = OpenAIChatModel("m", base_url=url, api_key="t", max_retries=0)
+    with pytest.raises(ConnectionError, match=f"Could not reach {url} for model 'm'"):
+        await model.chat([UserMessage("hi")])
+    with pytest.raises(ConnectionError, match=f"Could not reach {url}"):
+        async for _ in model.stream([UserMessage("hi")]):
+            pass

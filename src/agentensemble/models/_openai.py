@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,9 +130,10 @@ class OpenAIChatModel:
     ) -> ChatResponse:
         """Send one chat-completions request and convert the reply."""
         client = await self._clients.get()
-        completion = await client.chat.completions.create(
-            **self._request(messages, tools, settings)
-        )
+        with self._naming_the_server():
+            completion = await client.chat.completions.create(
+                **self._request(messages, tools, settings)
+            )
         if not completion.choices:
             raise RuntimeError(
                 f"the server's chat completion for model {self.model!r} has no choices"
@@ -156,15 +158,32 @@ class OpenAIChatModel:
         """Stream a chat completion: text deltas as they arrive, then the whole turn."""
         request = self._request(messages, tools, settings)
         client = await self._clients.get()
-        chunks = await client.chat.completions.create(
-            **request, stream=True, stream_options={"include_usage": True}
-        )
         assembly = _StreamAssembly()
-        async for chunk in chunks:
-            delta = assembly.add(chunk)
-            if delta:
-                yield delta
+        with self._naming_the_server():
+            chunks = await client.chat.completions.create(
+                **request, stream=True, stream_options={"include_usage": True}
+            )
+            async for chunk in chunks:
+                delta = assembly.add(chunk)
+                if delta:
+                    yield delta
         yield assembly.response()
+
+    @contextlib.contextmanager
+    def _naming_the_server(self) -> Iterator[None]:
+        """A connection that fails says which server it tried (the SDK says only
+        "Connection error.")."""
+        import openai
+
+        try:
+            yield
+        except openai.APITimeoutError:
+            raise  # reached, but too slow: the SDK's own error says so
+        except openai.APIConnectionError as error:
+            where = self.base_url or "https://api.openai.com/v1"
+            raise ConnectionError(
+                f"Could not reach {where} for model {self.model!r}: {error}"
+            ) from error
 
 
 @dataclass(slots=True)
@@ -333,7 +352,9 @@ def _to_wire(message: Message) -> dict[str, Any]:
         return {"role": "user", "content": message.text}
     if isinstance(message, ToolResultMessage):
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    wire: dict[str, Any] = {"role": "assistant", "content": message.text}
+    # "" rather than null for a turn that only called tools: the spec allows either, and
+    # some servers (llama.cpp's) answer 500 to null
+    wire: dict[str, Any] = {"role": "assistant", "content": message.text or ""}
     if message.tool_calls:
         wire["tool_calls"] = [
             {
