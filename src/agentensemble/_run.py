@@ -184,6 +184,7 @@ async def run_ensemble(
     shape = _validate(ensemble)
     every = shape.all_tasks
     texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
+    await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
@@ -198,6 +199,13 @@ async def run_ensemble(
                 raise
             return await _timed_out_while_planning(run, run_inputs, exporter)
         return await execute_run(plan, _with_team(run, plan), exporter)
+
+
+async def _check_memory_store(ensemble: Ensemble) -> None:
+    """A store that can check itself (a SQLite file) does so before any model call."""
+    check = getattr(ensemble.memory_store, "check", None)
+    if callable(check):
+        await check()
 
 
 def _with_team(run: RunContext, plan: RunPlan) -> RunContext:

@@ -219,6 +219,11 @@ class SqliteMemoryStore(MemoryStore):
     async def __aenter__(self) -> SqliteMemoryStore:
         return self
 
+    async def check(self) -> None:
+        """Open the file now (a run does before its first model call): a file SQLite cannot
+        use, or one with another program's tables, is a `ValidationError` naming it."""
+        await self._open_worker().check()
+
     def _open_worker(self) -> SqliteWorker:
         if self._closed:
             raise RuntimeError(f"SqliteMemoryStore is closed: {self.path}")

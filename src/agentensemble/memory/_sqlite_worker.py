@@ -54,14 +54,7 @@ class SqliteWorker:
             raise ValidationError(
                 f"busy_timeout must be a non-negative number of seconds, got: {busy_timeout!r}"
             )
-        self.path = os.fspath(path)
-        if not self.path.strip():
-            raise ValidationError(f"SQLite path must not be blank, got: {path!r}")
-        directory = os.path.dirname(os.path.abspath(self.path))
-        if self.path != ":memory:" and not os.path.isdir(directory):
-            raise ValidationError(
-                f"SQLite path {self.path!r} is in a directory that does not exist: {directory}"
-            )
+        self.path = _checked_path(path)
         self._setup = setup
         self._busy_timeout = float(busy_timeout)
         self._connect = connect
@@ -123,18 +116,66 @@ class SqliteWorker:
         self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
 
     def open_connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection = self._connect(
-            self.path, timeout=self._busy_timeout, isolation_level=None
-        )
+        """The connection, set up; a file SQLite cannot use is an error naming it."""
+        try:
+            connection: sqlite3.Connection = self._connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as error:
+            raise sqlite3.OperationalError(f"SQLite file {self.path}: {error}") from error
         try:
             connection.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
             _use_wal(connection, self._busy_timeout)
             connection.execute("PRAGMA synchronous=NORMAL")
             self._setup(connection)
+        except sqlite3.Error as error:
+            connection.close()
+            raise type(error)(f"SQLite file {self.path}: {error}") from error
         except BaseException:
             connection.close()
             raise
         return connection
+
+    async def check(self) -> None:
+        """Open the file now (its schema made or checked), so that a file SQLite cannot use
+        is a `ValidationError` naming it before the work that needs it."""
+        try:
+            await self.read(lambda connection: None)
+        except sqlite3.Error as error:
+            raise ValidationError(str(error)) from error
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _checked_path(path: object) -> str:
+    """`path` as a string, when SQLite could make or open a database there."""
+    try:
+        text = os.fspath(path)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValidationError(f"SQLite path must be a str or a path, got: {path!r}") from None
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"SQLite path must not be blank, got: {path!r}")
+    if text == ":memory:":
+        return text
+    directory = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(directory):
+        raise ValidationError(
+            f"SQLite path {text!r} is in a directory that does not exist: {directory}"
+        )
+    if os.path.isdir(text):
+        raise ValidationError(f"SQLite path {text!r} is a directory, not a file")
+    if not os.path.exists(text):
+        if not os.access(directory, os.W_OK):
+            raise ValidationError(f"SQLite path {text!r}: cannot create a file in {directory}")
+        return text
+    if not os.access(text, os.R_OK | os.W_OK):
+        raise ValidationError(f"SQLite file {text!r} is not readable and writable")
+    with open(text, "rb") as file:
+        head = file.read(len(_SQLITE_HEADER))
+    if head and head != _SQLITE_HEADER:
+        raise ValidationError(f"SQLite path {text!r} is a file that is not a SQLite database")
+    return text
 
 
 def in_transaction(connection: sqlite3.Connection, fn: Callable[[], T]) -> T:
