@@ -61,3 +61,36 @@ def test_a_truncated_file_fails_the_run_before_any_model_call(tmp_path: Path) ->
     with pytest.raises(ValidationError, match=re.escape(f"SQLite file {database}")):
         Ensemble(tasks=[task], llm=llm, memory_store=store).run()
     assert llm.requests == []
+
+
+class FullDisk(MemoryStore):
+    """A store whose writes fail, as a full disk or an embedder's 404 would."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore.in_memory()
+
+    async def store(self, scope: str, entry: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    async def retrieve(self, scope: str, query: str, max_results: int) -> list[Any]:
+        return await self.inner.retrieve(scope, query, max_results)
+
+    async def evict(self, scope: str, policy: Any) -> int:
+        return 0
+
+    async def clear(self, scope: str) -> None:
+        pass
+
+
+def test_a_failed_store_keeps_the_paid_for_output() -> None:
+    from agentensemble import TaskExecutionError
+
+    first = Task("Research", llm=ScriptedModel(["notes"]))
+    second = Task("Write", llm=ScriptedModel(["the article"]), memory=["articles"])
+    with pytest.raises(TaskExecutionError) as raised:
+        Ensemble(tasks=[first, second], memory_store=FullDisk()).run()
+    message = str(raised.value)
+    assert message.startswith("Task 'Write' failed: ")
+    assert "memory store failed while storing scope 'articles'" in message
+    assert "No space left on device" in message
+    assert [o.raw for o in raised.value.completed_outputs] == ["notes", "the article"]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentensemble.errors import describe_error
 from agentensemble.execution._prompts import PromptSection, PromptSlot
 from agentensemble.memory import EvictionPolicy, MemoryEntry, MemoryStore
 from agentensemble.memory._entities import EntityMemory
@@ -140,9 +141,18 @@ async def remember_output(state: TaskState) -> None:
     )
     with state.task.deadlines.paused():
         for scope in planned.source.memory:
-            await store.store(scope.name, entry)
-            if scope.eviction is not None:
-                await store.evict(scope.name, scope.eviction)
+            try:
+                await store.store(scope.name, entry)
+                if scope.eviction is not None:
+                    await store.evict(scope.name, scope.eviction)
+            except Exception as error:  # the output is paid for: keep it, then fail
+                failure = RuntimeError(
+                    f"memory store failed while storing scope '{scope.name}': "
+                    f"{describe_error(error)}"
+                )
+                failure.__cause__ = error
+                state.late_failure = failure
+                return
 
 
 class RecordedStore(MemoryStore):

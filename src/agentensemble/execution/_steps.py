@@ -40,6 +40,9 @@ class TaskState:
     stop: ControlFlowSignal | None = None
     """Set by a step that lets the task complete and then ends the run (a reviewer's exit
     after the task's output)."""
+    late_failure: Exception | None = None
+    """Set by a step that failed once the output was final (storing it in memory): the task
+    completes, its output is kept, then the failure is raised."""
 
 
 TaskStep: TypeAlias = Callable[[TaskState], Awaitable[None]]

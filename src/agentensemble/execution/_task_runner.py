@@ -100,6 +100,8 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             if replaced:  # a loop's earlier iteration, a graph state's earlier visit
                 task.run.trace.release(replaced)
         await task.run.events.deliver(event)
+    if state.late_failure is not None:
+        raise state.late_failure
     if state.stop is not None:
         raise state.stop
     return output
