@@ -3,6 +3,7 @@ ways real models answer."""
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,33 @@ def test_prose_with_hundreds_of_brackets_stays_bounded() -> None:
     text = "[x] " * 500 + '{"title": "t", "score": 1, "tags": []}'
     with pytest.raises(ParseFailure):  # only the first spans are tried
         parse_answer(text, output_spec(Report))
+
+
+class Priority(enum.Enum):
+    HIGH = "high"
+    LOW = "low"
+
+
+@pytest.mark.parametrize(
+    "answer", ["high", "HIGH", "High", "**high**", "`high`", '"High"', "Priority: high."]
+)
+def test_an_enum_is_read_as_people_write_it(answer: str) -> None:
+    assert parse_answer(answer, output_spec(Priority)) is Priority.HIGH
+
+
+def test_an_enum_answer_naming_two_members_is_not_guessed() -> None:
+    with pytest.raises(ParseFailure, match="Input should be 'high' or 'low'"):
+        parse_answer("high or low, hard to say", output_spec(Priority))
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [("true", True), ("True", True), ("yes", True), ("Yes.", True), ("no", False), ("NO", False)],
+)
+def test_a_bool_is_read_as_people_write_it(answer: str, expected: bool) -> None:
+    assert parse_answer(answer, output_spec(bool)) is expected
+
+
+def test_a_bool_that_is_not_one_still_fails() -> None:
+    with pytest.raises(ParseFailure):
+        parse_answer("perhaps", output_spec(bool))

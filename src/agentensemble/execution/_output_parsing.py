@@ -11,6 +11,7 @@ objects survive). `parse_answer` takes the first candidate that validates.
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,48 @@ def parse_answer(raw: str, spec: OutputSpec) -> Any:
     text = raw.strip()
     if not text:
         raise ParseFailure("LLM produced an empty response")
+    try:
+        return _parse(text, spec)
+    except ParseFailure:
+        loose = _loose_scalar(text, spec.type_)
+        if loose is _NO_VALUE:
+            raise
+        return loose
+
+
+_NO_VALUE = object()
+_TRUE = frozenset({"true", "yes", "y", "1"})
+_FALSE = frozenset({"false", "no", "n", "0"})
+_DECORATION = re.compile(r"^[\s*_`\"'.:]+|[\s*_`\"'.!]+$")
+
+
+def _loose_scalar(text: str, type_: Any) -> Any:
+    """An enum member or a bool as people write it: ``HIGH``, ``High``, ``**high**``, a
+    member's name, ``Priority: high`` (one member named in the text); ``True``, ``yes``,
+    ``No.``. `_NO_VALUE` when the text is none of these."""
+    cleaned = _DECORATION.sub("", text).casefold()
+    if type_ is bool:
+        if cleaned in _TRUE:
+            return True
+        return False if cleaned in _FALSE else _NO_VALUE
+    if not (isinstance(type_, type) and issubclass(type_, enum.Enum)):
+        return _NO_VALUE
+    spellings = {
+        spelling: member
+        for member in type_
+        for spelling in (member.name.casefold(), str(member.value).casefold())
+    }
+    if cleaned in spellings:
+        return spellings[cleaned]
+    named = {
+        member
+        for spelling, member in spellings.items()
+        if re.search(rf"(?<!\w){re.escape(spelling)}(?!\w)", cleaned)
+    }
+    return named.pop() if len(named) == 1 else _NO_VALUE
+
+
+def _parse(text: str, spec: OutputSpec) -> Any:
     first_failure: ParseFailure | None = None
     shaped_failure: ParseFailure | None = None  # from a candidate of the expected shape
     opening = _opening_of(spec)
