@@ -375,3 +375,27 @@ def test_a_handler_pipeline_without_context_gets_the_description() -> None:
 def test_a_failing_handler_pipeline_fails_the_task() -> None:
     with pytest.raises(TaskExecutionError, match="Deterministic task failed: cannot handle x"):
         Ensemble(tasks=[Task("x", handler=ToolPipeline.of(Fails()))]).run()
+
+
+async def test_a_pipeline_advertises_its_first_steps_parameter() -> None:
+    from agentensemble.tools._agent_tool import AgentToolAdapter
+
+    @tool
+    def find_order(order_id: str) -> str:
+        """Find an order by its id."""
+        return f"order {order_id}: shipped"
+
+    @tool
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        return text.upper()
+
+    adapter = AgentToolAdapter(ToolPipeline(find_order, shout))
+    assert adapter.spec.parameters == {
+        "type": "object",
+        "properties": {"order_id": find_order.spec.parameters["properties"]["order_id"]},
+        "required": ["order_id"],
+    }
+    assert (await adapter.invoke('{"order_id": "A-1"}')).output == "ORDER A-1: SHIPPED"
+    missing = await adapter.invoke('{"input": "A-1"}')
+    assert "missing required parameter 'order_id'" in missing.text_for_model

@@ -203,11 +203,30 @@ async def test_agent_tools_take_one_string_input() -> None:
     assert (await tools.by_name["aecho"].invoke('{"input": "abc"}')).output == "cba"
 
 
-@pytest.mark.parametrize("raw", ["not json", '{"other": 1}', "[1, 2]"])
-async def test_agent_tools_get_raw_arguments_when_there_is_no_input_key(raw: str) -> None:
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("not json", "not valid JSON"),
+        ('{"order_id": "A-1"}', "missing required parameter 'input'"),
+        ("[1, 2]", "missing required parameter 'input'"),
+        ("{}", "missing required parameter 'input'"),
+    ],
+)
+async def test_agent_tool_arguments_without_input_go_back_to_the_model(
+    raw: str, reason: str
+) -> None:
     echo = Echo()
-    await ToolSet.of([echo]).by_name["echo"].invoke(raw)
-    assert echo.inputs == [raw]
+    result = await ToolSet.of([echo]).by_name["echo"].invoke(raw)
+    assert not result.is_success
+    assert f"Invalid arguments: {reason}" in result.text_for_model
+    assert '{"input": "..."}' in result.text_for_model
+    assert echo.inputs == []
+
+
+async def test_a_bare_json_string_is_the_input() -> None:
+    echo = Echo()
+    await ToolSet.of([echo]).by_name["echo"].invoke('"hello"')
+    assert echo.inputs == ["hello"]
 
 
 async def test_non_string_input_is_passed_as_json() -> None:
@@ -230,8 +249,9 @@ async def test_agent_tool_exceptions_and_none_results() -> None:
             return None
 
     tools = ToolSet.of([Broken(), Quiet()])
-    assert (await tools.by_name["broken"].invoke("{}")).text_for_model == "Error: disk full"
-    assert await tools.by_name["quiet"].invoke("{}") == ToolResult.success("")
+    arguments = '{"input": "x"}'
+    assert (await tools.by_name["broken"].invoke(arguments)).text_for_model == "Error: disk full"
+    assert await tools.by_name["quiet"].invoke(arguments) == ToolResult.success("")
 
 
 def test_later_duplicates_replace_earlier_ones_across_groups() -> None:

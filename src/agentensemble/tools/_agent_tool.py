@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agentensemble._calling import call_user_code
 from agentensemble.errors import ToolConfigurationError, describe_error
@@ -46,11 +46,15 @@ class AgentTool(Protocol):
 
 
 class AgentToolAdapter:
-    """Presents an `AgentTool` to the agent loop with a single ``input`` string parameter."""
+    """Presents an `AgentTool` to the agent loop with one string parameter: ``input``, or
+    the one the tool advertises (`input_parameter`: a `ToolPipeline` advertises its first
+    step's). Arguments that do not hold it go back to the model as the error, as for
+    ``@tool`` functions."""
 
     def __init__(self, agent_tool: AgentTool) -> None:
         self.agent_tool = agent_tool
-        self._spec = ToolSpec(agent_tool.name, agent_tool.description, _INPUT_SCHEMA)
+        self._parameter, schema = _advertised(agent_tool)
+        self._spec = ToolSpec(agent_tool.name, agent_tool.description, schema)
         self._is_async = inspect.iscoroutinefunction(agent_tool.execute)
 
     @property
@@ -59,10 +63,12 @@ class AgentToolAdapter:
         return self._spec
 
     async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
-        """Extract ``input`` from the JSON arguments (or pass them raw) and execute.
+        """Read the string parameter from the JSON arguments and execute.
 
         An `AgentTool` takes one string, so `context` is not passed on."""
-        text = extract_input(arguments)
+        text = read_input(arguments, self._parameter)
+        if isinstance(text, ToolResult):
+            return text
         try:
             value = await call_user_code(self.agent_tool.execute, text, is_async=self._is_async)
         except ToolConfigurationError:
@@ -72,13 +78,31 @@ class AgentToolAdapter:
         return coerce_result(value)
 
 
-def extract_input(arguments: str) -> str:
-    """The ``input`` argument as text; the raw arguments when they are not such an object."""
+def _advertised(agent_tool: AgentTool) -> tuple[str, dict[str, Any]]:
+    """The parameter an `AgentTool` takes, and the schema of its arguments."""
+    advertised = getattr(agent_tool, "input_parameter", None)
+    if advertised is None:
+        return "input", _INPUT_SCHEMA
+    name, schema = advertised
+    return name, {"type": "object", "properties": {name: schema}, "required": [name]}
+
+
+def read_input(arguments: str, parameter: str = "input") -> str | ToolResult:
+    """The `parameter` argument as text; a failure for the model when the arguments are not
+    a JSON object holding it (a bare JSON string is taken as the value itself)."""
+    shape = f'{{"{parameter}": "..."}}'
     try:
-        parsed = json.loads(arguments)
+        parsed = json.loads(arguments) if arguments.strip() else {}
     except (json.JSONDecodeError, TypeError):
-        return arguments
-    if not isinstance(parsed, dict) or "input" not in parsed:
-        return arguments
-    value = parsed["input"]
+        return ToolResult.failure(
+            f"Invalid arguments: not valid JSON, expected an object like {shape}: {arguments[:200]}"
+        )
+    if isinstance(parsed, str):
+        return parsed
+    if not isinstance(parsed, dict) or parameter not in parsed:
+        return ToolResult.failure(
+            f"Invalid arguments: missing required parameter '{parameter}', expected an object "
+            f"like {shape}"
+        )
+    value = parsed[parameter]
     return value if isinstance(value, str) else json.dumps(value)

@@ -33,7 +33,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from agentensemble._calling import call_user_code
 from agentensemble._checks import require_text
@@ -137,6 +137,18 @@ class ToolPipeline:
     def error_strategy(self) -> PipelineErrorStrategy:
         """What happens when a step fails."""
         return self._error_strategy
+
+    @property
+    def input_parameter(self) -> tuple[str, dict[str, Any]] | None:
+        """The parameter the pipeline advertises to models: its first step's, when that
+        step is a ``@tool`` function (else the plain ``input``)."""
+        if not self._steps:
+            return None
+        first = self._steps[0].tool
+        if not isinstance(first, FunctionTool):
+            return None
+        name = _single_parameter(first)
+        return name, dict(first.spec.parameters["properties"][name])
 
     async def execute(self, input: str) -> ToolResult:
         """Run the steps on `input`; the result is the last step's (`input` itself when
