@@ -217,20 +217,30 @@ async def test_short_term_memory_shows_every_earlier_output_instead_of_the_conte
     )
 
 
-async def test_entity_facts_are_shown_to_every_task() -> None:
+async def test_each_task_sees_the_facts_about_the_entities_it_names() -> None:
     entities = EntityMemory()
     entities.put("Acme Corp", "a rocket maker founded in 1999")
     entities.put("Jo", "Acme's CEO")
     model = echo()
-    await Ensemble(tasks=[Task("A"), Task("B")], llm=model, entity_memory=entities).arun()
-    section = (
-        "## Entity Knowledge\n"
-        "The following known facts may be relevant:\n\n"
-        "- **Acme Corp**: a rocket maker founded in 1999\n"
-        "- **Jo**: Acme's CEO\n"
-        "\n"
-    )
-    assert all(prompt.startswith(section + "## Task\n") for prompt in prompts(model))
+    tasks = [
+        Task("Profile ACME CORP and its CEO Jo"),
+        Task("Summarise the market"),
+        Task("Write to jo", expected_output="A letter"),
+    ]
+    await Ensemble(tasks=tasks, llm=model, entity_memory=entities).arun()
+    header = "## Entity Knowledge\nThe following known facts may be relevant:\n\n"
+    both = header + "- **Acme Corp**: a rocket maker founded in 1999\n- **Jo**: Acme's CEO\n\n"
+    first, second, third = prompts(model)
+    assert first.startswith(both + "## Task\n")
+    assert "Entity Knowledge" not in second
+    assert third.startswith(header + "- **Jo**: Acme's CEO\n\n")
+
+
+def test_put_says_which_fact_it_replaced() -> None:
+    entities = EntityMemory()
+    assert entities.put("Jo", "Acme's CEO") is None
+    assert entities.put(" Jo ", "Acme's former CEO") == "Acme's CEO"
+    assert entities.get("Jo") == "Acme's former CEO"
 
 
 class Recorder(EnsembleListener):
@@ -246,7 +256,7 @@ async def test_memory_operations_show_in_events_traces_and_metrics() -> None:
     await store.store("notes", MemoryEntry("old note"))
     recorder = Recorder()
     output = await Ensemble(
-        tasks=[Task("Use notes", memory=[MemoryScope.of("notes").keep_last_entries(1)])],
+        tasks=[Task("Use notes on X", memory=[MemoryScope.of("notes").keep_last_entries(1)])],
         llm=echo(),
         memory_store=store,
         entity_memory=EntityMemory({"X": "y"}),

@@ -9,6 +9,7 @@ then the scope's eviction policy runs. Every operation is recorded (events, trac
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ async def recall_entities(state: TaskState) -> None:
     if memory is None or memory.entities is None:  # planning adds the step only with entities
         raise AssertionError("entity step in a run without entity memory")
     started = time.perf_counter()
-    facts = memory.entities.facts()
+    facts = _named(memory.entities.facts(), _task_text(state))
     await state.recorder.memory_operation("entity_lookup", None, len(facts), started)
     if not facts:
         return
@@ -123,6 +124,23 @@ async def recall_entities(state: TaskState) -> None:
     lines.extend(f"- **{name}**: {fact}\n" for name, fact in facts.items())
     lines.append("\n")
     state.prompt_sections.append(PromptSection(PromptSlot.ENTITY_KNOWLEDGE, "".join(lines)))
+
+
+def _task_text(state: TaskState) -> str:
+    """What the task is about: its description, expected output and context outputs."""
+    planned = state.task.planned
+    context = (output.raw for output in state.task.context_outputs)
+    return "\n".join((planned.description, planned.expected_output, *context))
+
+
+def _named(facts: dict[str, str], text: str) -> dict[str, str]:
+    """The facts about entities `text` names (whole words, any case)."""
+    folded = text.casefold()
+    return {
+        name: fact
+        for name, fact in facts.items()
+        if re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", folded)
+    }
 
 
 async def remember_output(state: TaskState) -> None:

@@ -13,8 +13,10 @@ __all__ = ["EntityMemory"]
 class EntityMemory:
     """One fact per entity name (names are trimmed; a later `put` replaces the fact).
 
-    Give it to ``Ensemble(entity_memory=...)``: every task's prompt then has an
-    ``## Entity Knowledge`` section listing the facts (BEHAVIOUR 3.2). Safe to share between
+    Give it to ``Ensemble(entity_memory=...)``: a task's prompt then has an
+    ``## Entity Knowledge`` section with the facts about the entities it names (in its
+    description, expected output or context, as whole words in any case; BEHAVIOUR 3.2
+    lists every fact, which grows every prompt with every entity). Safe to share between
     runs and threads.
     """
 
@@ -28,16 +30,20 @@ class EntityMemory:
         for name, fact in (facts or {}).items():
             self.put(name, fact)
 
-    def put(self, entity_name: str, fact: str) -> None:
-        """Record `fact` about `entity_name`."""
+    def put(self, entity_name: str, fact: str) -> str | None:
+        """Record `fact` about `entity_name`; returns the fact it replaced (None for a new
+        entity)."""
         if not isinstance(entity_name, str) or not entity_name.strip():
             raise ValidationError(f"entity_name must not be blank, got: {entity_name!r}")
         if not isinstance(fact, str) or not fact.strip():
             raise ValidationError(
                 f"fact about {entity_name!r} must be a non-blank string, got: {fact!r}"
             )
+        name = entity_name.strip()
         with self._lock:
-            self._facts[entity_name.strip()] = fact
+            replaced = self._facts.get(name)
+            self._facts[name] = fact
+        return replaced
 
     def get(self, entity_name: str) -> str | None:
         """The fact about `entity_name` (trimmed), if any."""
