@@ -96,6 +96,11 @@ class EnsembleOutput:
     _graph: Any = field(default=None, repr=False)
     """The graph's walk (a `GraphRecord`), for a run of a graph."""
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What to know about the run though it did not fail it (the trace's)."""
+        return self.trace.warnings if self.trace is not None else ()
+
     def loop_history(self, name: str) -> list[dict[str, TaskOutput[Any]]]:
         """Each iteration's outputs of loop `name`, by body task name (else description),
         first iteration first. Raises `KeyError` for a loop the run did not have."""

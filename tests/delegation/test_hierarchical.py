@@ -749,3 +749,23 @@ def test_a_manager_that_keeps_delegating_fails_with_a_one_line_message() -> None
     assert isinstance(cause, MaxIterationsExceededError)
     assert "\n" not in str(cause)
     assert len(str(cause)) < 400
+
+
+def test_a_manager_that_delegates_nothing_is_a_warning_in_the_output_and_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agentensemble import Agent, Ensemble, ScriptedModel, Task, Workflow
+
+    manager = ScriptedModel(["I wrote it myself."])
+    writer = Agent("Writer", "Write", llm=ScriptedModel(["unused"]))
+    output = Ensemble(
+        tasks=[Task("Write a post", agent=writer)],
+        workflow=Workflow.HIERARCHICAL,
+        manager_llm=manager,
+    ).run()
+    assert output.raw == "I wrote it myself."
+    [warning] = output.warnings
+    assert warning.startswith("The manager delegated nothing")
+    assert output.trace is not None
+    assert output.trace.warnings == (warning,)
+    assert "The manager delegated nothing" in caplog.text

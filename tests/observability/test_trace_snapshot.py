@@ -250,6 +250,7 @@ The sum\
             "map_reduce_levels": [],
             "loop_iterations": [],
             "graph_steps": [],
+            "warnings": [],
             "failed_tasks": [],
         }
     )

@@ -38,6 +38,7 @@ from agentensemble.observability import (
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
+    RunWarningEvent,
     parse_event,
     serialize_event,
 )
@@ -157,6 +158,9 @@ def guardrail_events() -> list[Event]:
             outputs={"write": "Draft 2", "critique": "APPROVED"},
             ensemble_id="run",
             task_id="loop",
+        ),
+        RunWarningEvent(
+            code="manager_delegated_nothing", message="nothing delegated", ensemble_id="run"
         ),
         GraphStateCompletedEvent(
             graph_name="support",

@@ -20,6 +20,7 @@ from agentensemble.observability._events import (
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
+    RunWarningEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskStartEvent,
@@ -120,6 +121,10 @@ class ConsoleProgress(EnsembleListener):
         """Show where a graph's walk goes next."""
         target = "END" if event.next_state == "__END__" else event.next_state
         self._line(f"→ graph '{event.graph_name}': {event.state} → {target}", "dim")
+
+    async def on_run_warning(self, event: RunWarningEvent) -> None:
+        """Show a warning about the run."""
+        self._line(f"⚠ {event.message}", "yellow")
 
     async def on_delegation_started(self, event: DelegationStartedEvent) -> None:
         """Show a delegation handed out."""

@@ -53,6 +53,7 @@ __all__ = [
     "ReviewDecidedEvent",
     "ReviewRequestedEvent",
     "ReviewTimedOutEvent",
+    "RunWarningEvent",
     "TaskCompleteEvent",
     "TaskEvent",
     "TaskFailedEvent",
@@ -563,6 +564,19 @@ class GraphStateCompletedEvent(EventBase):
     type: Literal["graph_state_completed"] = field(default="graph_state_completed", init=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunWarningEvent(EventBase):
+    """Something a user should know about the run though it did not fail it (the manager of
+    a hierarchical run delegated nothing, say). Logged, and kept in the trace's `warnings`."""
+
+    listener_method: ClassVar[str] = "on_run_warning"
+
+    code: str
+    """A stable name for the kind of warning: ``manager_delegated_nothing``."""
+    message: str
+    type: Literal["run_warning"] = field(default="run_warning", init=False)
+
+
 Event = (
     EnsembleStartedEvent
     | EnsembleCompletedEvent
@@ -584,6 +598,7 @@ Event = (
     | GuardrailCheckedEvent
     | LoopIterationCompletedEvent
     | GraphStateCompletedEvent
+    | RunWarningEvent
 )
 """Any event of a run."""
 

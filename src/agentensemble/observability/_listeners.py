@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ReviewDecidedEvent,
         ReviewRequestedEvent,
         ReviewTimedOutEvent,
+        RunWarningEvent,
         TaskCompleteEvent,
         TaskFailedEvent,
         TaskInputEvent,
@@ -137,6 +138,9 @@ class EnsembleListener:
 
     def on_graph_state_completed(self, event: GraphStateCompletedEvent) -> Any:
         """A graph state ran."""
+
+    def on_run_warning(self, event: RunWarningEvent) -> Any:
+        """Something about the run to know, though it did not fail it."""
 
     def on_event(self, event: Event) -> Any:
         """Any event (called after the event's own method)."""

@@ -267,6 +267,8 @@ class ExecutionTrace:
     """Every loop iteration of the run, in order."""
     graph_steps: tuple[GraphStepTrace, ...] = ()
     """The graph's walk, for a run of a graph."""
+    warnings: tuple[str, ...] = ()
+    """What a user should know about the run though it did not fail it."""
     """Per-level summaries of a `MapReduceEnsemble` run (workflow ``MAP_REDUCE_STATIC`` or
     ``MAP_REDUCE_ADAPTIVE``)."""
     failed_tasks: tuple[TaskTrace, ...] = ()

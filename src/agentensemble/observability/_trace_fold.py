@@ -29,6 +29,7 @@ from agentensemble.observability._events import (
     LlmIterationStartedEvent,
     LoopIterationCompletedEvent,
     MemoryOperationEvent,
+    RunWarningEvent,
     TaskCompleteEvent,
     TaskFailedEvent,
     TaskInputEvent,
@@ -143,6 +144,7 @@ class TraceFold:
         self._metrics: tuple[tuple[int, tuple[LlmInteraction, ...]], ExecutionMetrics] | None = None
         self._iterations: list[LoopIterationTrace] = []
         self._steps: list[GraphStepTrace] = []
+        self._warnings: list[str] = []
         self._run_tokens = [0, 0, 0]
         """The run's input tokens, output tokens and model calls so far."""
 
@@ -250,6 +252,7 @@ class TraceFold:
             failed_tasks=tuple(self._failed),
             loop_iterations=tuple(self._iterations),
             graph_steps=tuple(self._steps),
+            warnings=tuple(self._warnings),
         )
 
     # ---- the run ---------------------------------------------------------------------------
@@ -468,7 +471,12 @@ def _graph_step(fold: TraceFold, event: GraphStateCompletedEvent) -> None:
     )
 
 
+def _warning(fold: TraceFold, event: RunWarningEvent) -> None:
+    fold._warnings.append(event.message)
+
+
 _HANDLERS: dict[type[Any], Callable[[TraceFold, Any], None]] = {
+    RunWarningEvent: _warning,
     LoopIterationCompletedEvent: _loop_iteration,
     GraphStateCompletedEvent: _graph_step,
     EnsembleStartedEvent: TraceFold._ensemble_started,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentensemble._calling import call_user_code
+from agentensemble._logging import get_logger
 from agentensemble.agent import Agent
 from agentensemble.delegation import (
     DefaultManagerPromptStrategy,
@@ -34,6 +35,7 @@ from agentensemble.execution._delegation import Team
 from agentensemble.execution._planning import PlannedTask, task_steps
 from agentensemble.execution._task_runner import run_task
 from agentensemble.models import ChatModel, RateLimiter
+from agentensemble.observability._events import RunWarningEvent
 from agentensemble.outputs import TaskOutput
 from agentensemble.task import Task
 from agentensemble.tools._resolve import ToolSet
@@ -46,6 +48,8 @@ __all__ = [
     "ManagerSettings",
     "plan_manager",
 ]
+
+logger = get_logger("agentensemble.workflows")
 
 MANAGER_ROLE = "Manager"
 _GOAL = "Coordinate worker agents to complete all tasks and synthesize a comprehensive final result"
@@ -148,12 +152,30 @@ class HierarchicalExecutor:
                 agent_role=MANAGER_ROLE,
                 completed_outputs=run.outputs.completed(),
             ) from error
+        if len(run.outputs.completed()) == 1:  # the manager's own output only
+            await _warn_nothing_delegated(run)
         enforcer = run.team.enforcer if run.team is not None else None
         violations = enforcer.violations() if enforcer is not None else []
         if violations:
             workers = [done for done in run.outputs.completed() if done is not output]
             raise ConstraintViolationError(violations, completed_outputs=workers)
         return run.outputs.completed()
+
+
+async def _warn_nothing_delegated(run: RunContext) -> None:
+    message = (
+        "The manager delegated nothing: the run's output is the manager's own answer, not "
+        "the workers' (check the manager's model can call tools, and its prompt)"
+    )
+    logger.warning("Run %s: %s", run.run_id, message)
+    await run.events.emit(
+        RunWarningEvent(
+            ensemble_id=run.run_id,
+            seq=run.events.next_seq(),
+            code="manager_delegated_nothing",
+            message=message,
+        )
+    )
 
 
 async def _build(request: ExecutorRequest) -> HierarchicalExecutor:
