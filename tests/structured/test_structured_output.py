@@ -109,6 +109,7 @@ def test_a_bad_answer_gets_a_fresh_two_message_correction_conversation() -> None
     assert [type(m) for m in retry.messages] == [SystemMessage, UserMessage]
     assert retry.messages[0].text == model.requests[0].messages[0].text
     assert retry.messages[1].text == (
+        "## Task\nWrite the Q3 report\n\n"  # restated: the retry is a fresh conversation
         "Your previous response could not be parsed as valid JSON.\n\n"
         "Error: Could not find valid JSON in response: Here you go: not json at all\n\n"
         "Your previous response was:\nHere you go: not json at all\n\n"

@@ -54,10 +54,12 @@ def output_format_section(spec: OutputSpec) -> PromptSection:
     return PromptSection(PromptSlot.OUTPUT_FORMAT, _FORMAT_HEADER + spec.prompt_schema)
 
 
-def correction_message(error: str, answer: str, spec: OutputSpec) -> str:
-    """The user message of a retry: what went wrong, the answer, and the schema again."""
+def correction_message(error: str, answer: str, spec: OutputSpec, task: str = "") -> str:
+    """The user message of a retry: the task again (a small model forgets it in a fresh
+    conversation), what went wrong, the answer, and the schema again."""
+    restated = f"## Task\n{task}\n\n" if task else ""
     return (
-        "Your previous response could not be parsed as valid JSON.\n\n"
+        f"{restated}Your previous response could not be parsed as valid JSON.\n\n"
         f"Error: {error}\n\n"
         f"Your previous response was:\n{answer}\n\n"
         "You MUST respond with ONLY valid JSON matching this schema (it may be an object, "
@@ -136,7 +138,8 @@ def _spec(state: TaskState) -> OutputSpec:
 
 def _correction(state: TaskState, error: str, answer: str, spec: OutputSpec) -> list[Message]:
     system = state.prompts.system if state.prompts is not None else ""
-    return [SystemMessage(system), UserMessage(correction_message(error, answer, spec))]
+    task = state.task.planned.description
+    return [SystemMessage(system), UserMessage(correction_message(error, answer, spec, task))]
 
 
 def _log_failure(state: TaskState, attempt: int, attempts: int, error: str) -> None:
