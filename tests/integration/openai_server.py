@@ -49,12 +49,17 @@ class OpenAIStub:
     usage: tuple[int, int] = (11, 7)
     requests: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
+    """Each request's ``Authorization`` header (None when it had none)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def next_reply(self, body: dict[str, Any], path: str) -> Scripted:
+    def next_reply(
+        self, body: dict[str, Any], path: str, authorization: str | None = None
+    ) -> Scripted:
         with self.lock:
             self.requests.append(body)
             self.paths.append(path)
+            self.authorizations.append(authorization)
             return self.replies.pop(0)
 
 
@@ -127,7 +132,7 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            reply = stub.next_reply(body, self.path)
+            reply = stub.next_reply(body, self.path, self.headers.get("Authorization"))
             if isinstance(reply, Hang):
                 reply.release.wait(timeout=10)
                 reply = reply.text

@@ -277,3 +277,15 @@ async def test_a_server_that_cannot_be_reached_is_named() -> None:
     with pytest.raises(ConnectionError, match=f"Could not reach {url}"):
         async for _ in model.stream([UserMessage("hi")]):
             pass
+
+
+async def test_a_server_without_a_key_is_sent_no_authorization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    stub = OpenAIStub(["anonymous", "keyed"])
+    with OpenAIServer(stub) as server:
+        await OpenAIChatModel("m", base_url=server.base_url).chat([UserMessage("hi")])
+        keyed = OpenAIChatModel("m", base_url=server.base_url, api_key="s3cret")
+        await keyed.chat([UserMessage("hi")])
+    assert stub.authorizations == [None, "Bearer s3cret"]

@@ -119,7 +119,16 @@ class OpenAIChatModel:
         extra_body = {**self._extra_body, **settings.extra}
         if extra_body:
             request["extra_body"] = extra_body
+        if self._keyless():
+            import openai
+
+            request["extra_headers"] = {"Authorization": openai.Omit()}
         return request
+
+    def _keyless(self) -> bool:
+        """A local server without a key: the SDK needs a key to start, but the server
+        should not be sent a made-up one (no ``Authorization`` header at all)."""
+        return not self._api_key and not os.environ.get("OPENAI_API_KEY") and bool(self.base_url)
 
     async def chat(
         self,
