@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
+
+    from agentensemble._daemon_pool import DaemonPool
 
 __all__ = ["NOTHING", "call_user_code", "start_daemon_call", "sync_pool"]
 
@@ -36,15 +38,13 @@ class _Pool:
 
     def __init__(self, max_workers: int) -> None:
         self.max_workers = max_workers
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: DaemonPool | None = None
 
-    def executor(self) -> ThreadPoolExecutor:
+    def executor(self) -> DaemonPool:
         if self._executor is None:
-            from concurrent.futures import ThreadPoolExecutor
+            from agentensemble._daemon_pool import DaemonPool  # threads load on first use
 
-            self._executor = ThreadPoolExecutor(
-                self.max_workers, thread_name_prefix="agentensemble-sync"
-            )
+            self._executor = DaemonPool(self.max_workers, "agentensemble-sync")
         return self._executor
 
     def shutdown(self) -> None:
