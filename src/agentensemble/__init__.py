@@ -58,6 +58,7 @@ from agentensemble.execution import (
     TaskContextFilter,
     TemplateAgentSynthesizer,
 )
+from agentensemble.execution._templates import escape_template
 from agentensemble.graph import Edge, Graph, GraphStep
 from agentensemble.guardrails import (
     GuardrailInput,
@@ -281,6 +282,7 @@ __all__ = [
     "ValidationError",
     "Workflow",
     "arun",
+    "escape_template",
     "run",
     "tool",
     "tool_call",

@@ -26,7 +26,7 @@ from agentensemble._sync import run_sync
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble, EnsembleSettings
 from agentensemble.enums import ParallelErrorStrategy, Workflow
-from agentensemble.errors import ValidationError
+from agentensemble.errors import AgentEnsembleError, ValidationError, describe_error
 from agentensemble.execution._templates import escape_template
 from agentensemble.options import RunOptions
 from agentensemble.task import Task
@@ -355,19 +355,19 @@ class _Factories(Generic[T]):
         """The map task of `item`."""
         make = self._owner.map_task
         if self._owner.map_agent is not None:
-            agent = _agent(self._owner.map_agent(item), "map_agent")
-            return _checked(make(item, agent), "map_task", agent)  # type: ignore[misc]
-        return _checked(make(item), "map_task")  # type: ignore[misc]
+            agent = _agent(_made("map_agent", self._owner.map_agent, item), "map_agent")
+            return _checked(_made("map_task", make, item, agent), "map_task", agent)
+        return _checked(_made("map_task", make, item), "map_task")
 
     def reduce(self, chunk: Sequence[Task[Any]]) -> Task[Any]:
         """The reduce task over `chunk` (its context must include every chunk task)."""
         make = self._owner.reduce_task
         chunk = list(chunk)
         if self._owner.reduce_agent is not None:
-            agent = _agent(self._owner.reduce_agent(), "reduce_agent")
-            task = _checked(make(agent, chunk), "reduce_task", agent)  # type: ignore[misc]
+            agent = _agent(_made("reduce_agent", self._owner.reduce_agent), "reduce_agent")
+            task = _checked(_made("reduce_task", make, agent, chunk), "reduce_task", agent)
         else:
-            task = _checked(make(chunk), "reduce_task")  # type: ignore[misc]
+            task = _checked(_made("reduce_task", make, chunk), "reduce_task")
         context = set(task.context)
         missing = [member for member in chunk if member not in context]
         if missing:
@@ -382,9 +382,21 @@ class _Factories(Generic[T]):
         """The direct task over every item."""
         make = self._owner.direct_task
         if self._owner.direct_agent is not None:
-            agent = _agent(self._owner.direct_agent(), "direct_agent")
-            return _checked(make(agent, list(items)), "direct_task", agent)  # type: ignore[misc]
-        return _checked(make(list(items)), "direct_task")  # type: ignore[misc]
+            agent = _agent(_made("direct_agent", self._owner.direct_agent), "direct_agent")
+            return _checked(_made("direct_task", make, agent, list(items)), "direct_task", agent)
+        return _checked(_made("direct_task", make, list(items)), "direct_task")
+
+
+def _made(factory: str, make: Any, *args: Any) -> Any:
+    """What a user's factory returns; a factory that raises is an error naming it."""
+    try:
+        return make(*args)
+    except AgentEnsembleError:
+        raise
+    except Exception as error:
+        raise ValidationError(
+            f"MapReduceEnsemble {factory} raised {type(error).__name__}: {describe_error(error)}"
+        ) from error
 
 
 def _checked(task: object, factory: str, agent: Agent | None = None) -> Task[Any]:

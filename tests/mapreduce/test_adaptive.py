@@ -520,3 +520,21 @@ def test_the_trace_lists_agents_added_with_later_levels_beside_a_delegation_team
     output = ensemble.run()
     assert output.trace is not None
     assert [agent.role for agent in output.trace.agents][-1] == "Reducer"
+
+
+def test_a_factory_that_raises_is_named() -> None:
+    from agentensemble import MapReduceEnsemble, ScriptedModel, Task, ValidationError
+
+    def broken(chunk: list[Task[None]]) -> Task[None]:
+        raise KeyError("missing")
+
+    llm = ScriptedModel(["x"] * 5)
+    with pytest.raises(ValidationError, match="MapReduceEnsemble reduce_task raised KeyError"):
+        MapReduceEnsemble(
+            items=["a", "b"],
+            map_task=lambda item: Task(f"Summarise {item}"),
+            reduce_task=broken,
+            llm=llm,
+            chunk_size=2,
+        ).run()
+    assert llm.requests == []  # found when the tree is planned, before any model call
