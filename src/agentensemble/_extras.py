@@ -9,10 +9,21 @@ __all__ = ["require"]
 
 
 def require(module: str, extra: str) -> ModuleType:
-    """Import `module`, or raise ImportError naming the extra that provides it."""
+    """Import `module`, or raise ImportError naming the extra that provides it when it is not
+    installed. A module that is installed but fails to import (a dependency of its own
+    missing, a broken install) raises its own error: the extra would not help."""
     try:
         return importlib.import_module(module)
-    except ImportError as error:
+    except ModuleNotFoundError as error:
+        if not _is_the_module(error, module):
+            raise
         raise ImportError(
             f'{module!r} is required for this feature: pip install "agentensemble[{extra}]"'
         ) from error
+
+
+def _is_the_module(error: ModuleNotFoundError, module: str) -> bool:
+    """Whether `error` says `module` itself (or its top-level package) is not installed."""
+    missing = error.name or ""
+    top = module.split(".")[0]
+    return missing == module or missing == top or module.startswith(f"{missing}.")
