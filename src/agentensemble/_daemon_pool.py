@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -23,23 +23,26 @@ class DaemonPool(concurrent.futures.Executor):
     def __init__(self, max_workers: int, name: str) -> None:
         self._max_workers = max_workers
         self._name = name
-        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Any] | None] = (
-            queue.SimpleQueue()
+        self._work: collections.deque[tuple[concurrent.futures.Future[Any], Any]] = (
+            collections.deque()
         )
-        self._lock = threading.Lock()
+        self._ready = threading.Condition()
         self._threads = 0
         self._idle = 0
+        """Threads waiting for work (counted under `_ready`, so exactly)."""
         self._closed = False
 
     def submit(
         self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
+        with self._ready:
             if self._closed:
                 raise RuntimeError("cannot schedule new work after shutdown")
-            self._work.put((future, functools.partial(fn, *args, **kwargs)))
-            if self._idle < self._work.qsize() and self._threads < self._max_workers:
+            self._work.append((future, functools.partial(fn, *args, **kwargs)))
+            if self._idle >= len(self._work):  # a waiting thread takes it
+                self._ready.notify()
+            elif self._threads < self._max_workers:
                 self._threads += 1
                 name = f"{self._name}-{self._threads}"
                 threading.Thread(target=self._serve, name=name, daemon=True).start()
@@ -47,14 +50,15 @@ class DaemonPool(concurrent.futures.Executor):
 
     def _serve(self) -> None:
         while True:
-            with self._lock:
-                self._idle += 1
-            item = self._work.get()
-            with self._lock:
-                self._idle -= 1
-            if item is None:
-                return
-            future, call = item
+            with self._ready:
+                while not self._work and not self._closed:
+                    self._idle += 1
+                    self._ready.wait()
+                    self._idle -= 1
+                if not self._work:  # closed, and nothing left
+                    self._threads -= 1
+                    return
+                future, call = self._work.popleft()
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -65,16 +69,9 @@ class DaemonPool(concurrent.futures.Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; idle threads end, busy ones after their call (never joined:
         they are daemons)."""
-        with self._lock:
+        with self._ready:
             self._closed = True
-            threads = self._threads
-        if cancel_futures:
-            while True:
-                try:
-                    item = self._work.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not None:
-                    item[0].cancel()
-        for _ in range(threads):
-            self._work.put(None)
+            if cancel_futures:
+                while self._work:
+                    self._work.popleft()[0].cancel()
+            self._ready.notify_all()

@@ -26,4 +26,4 @@ def _is_the_module(error: ModuleNotFoundError, module: str) -> bool:
     """Whether `error` says `module` itself (or its top-level package) is not installed."""
     missing = error.name or ""
     top = module.split(".")[0]
-    return missing == module or missing == top or module.startswith(f"{missing}.")
+    return missing in (module, top) or module.startswith(f"{missing}.")

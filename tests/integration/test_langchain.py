@@ -78,3 +78,41 @@ def test_models_without_bind_tools_are_not_bound_when_no_tools_are_offered() -> 
     model = GenericFakeChatModel(messages=iter(["plain"]))
     output = Ensemble(tasks=[Task("Say something")], llm=model).run()
     assert output.raw == "plain"
+
+
+@pytest.mark.integration
+def test_chat_openai_works_across_asyncio_runs_and_sync_callers() -> None:
+    """langchain-openai caches its async HTTP client per process, bound to the first loop:
+    the adapter runs every call on the library's one loop, so a second ``asyncio.run()`` and
+    a sync ``run()`` after async ones all work."""
+    import asyncio
+
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    from .openai_server import OpenAIServer, OpenAIStub
+
+    stub = OpenAIStub(["one", "two", "three", "four"])
+    with OpenAIServer(stub) as server:
+        answers = []
+        for _ in range(3):
+            key = SecretStr("t")
+            llm = ChatOpenAI(model="m", base_url=server.base_url, api_key=key, max_retries=0)
+            ensemble = Ensemble(tasks=[Task("Say a number")], llm=llm)
+            answers.append(asyncio.run(ensemble.arun()).raw)
+        answers.append(ensemble.run().raw)
+    assert answers == ["one", "two", "three", "four"]
+
+
+def test_a_langchain_model_streams_tokens_to_listeners() -> None:
+    tokens: list[str] = []
+
+    class Tokens:
+        async def on_token(self, event: Any) -> None:
+            tokens.append(event.token)
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Bees dance to talk")]))
+    output = Ensemble(tasks=[Task("Say something")], llm=model, listeners=[Tokens()]).run()
+    assert output.raw == "Bees dance to talk"
+    assert len(tokens) > 1  # streamed in pieces, not handed over whole
+    assert "".join(tokens) == "Bees dance to talk"

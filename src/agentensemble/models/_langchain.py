@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from agentensemble._extras import require
 from agentensemble.models._messages import (
@@ -22,6 +22,8 @@ from agentensemble.models._messages import (
 from agentensemble.models._settings import ModelSettings
 
 __all__ = ["LangChainChatModel", "is_langchain_chat_model"]
+
+T = TypeVar("T")
 
 
 def is_langchain_chat_model(obj: object) -> bool:
@@ -60,14 +62,100 @@ class LangChainChatModel:
         `temperature`, `max_tokens` and `extra` settings are passed as call keywords, which
         LangChain's provider models (ChatOpenAI, ChatAnthropic...) put in their request.
         """
+        runnable = self._runnable(tools, settings)
+        reply = await _on_the_library_loop(
+            runnable.ainvoke([_to_langchain(message) for message in messages])
+        )
+        return _from_langchain(reply)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[str | ChatResponse]:
+        """Stream through the wrapped model's ``astream``: text deltas as they arrive, then
+        the whole turn (chunks merged, tool calls included). A model that cannot stream
+        answers in one chunk."""
+        import asyncio
+
+        from agentensemble._sync import background_loop
+
+        runnable = self._runnable(tools, settings)
+        sent = [_to_langchain(message) for message in messages]
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        here = asyncio.get_running_loop()
+
+        async def produce() -> None:
+            merged = None
+            try:
+                async for chunk in runnable.astream(sent):
+                    merged = chunk if merged is None else merged + chunk
+                    text = _text_of(chunk.content)
+                    if text:
+                        here.call_soon_threadsafe(queue.put_nowait, text)
+                here.call_soon_threadsafe(queue.put_nowait, _Done(merged))
+            except BaseException as error:  # handed to the consumer, even a cancellation
+                here.call_soon_threadsafe(queue.put_nowait, _Failed(error))
+
+        producer = asyncio.run_coroutine_threadsafe(produce(), background_loop())
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, _Failed):
+                    raise item.error
+                if isinstance(item, _Done):
+                    merged = item.merged
+                    yield (
+                        _from_langchain(merged)
+                        if merged is not None
+                        else ChatResponse(message=AssistantMessage())
+                    )
+                    return
+                yield item
+        finally:
+            producer.cancel()
+
+    def _runnable(self, tools: Sequence[ToolSpec], settings: ModelSettings | None) -> Any:
         runnable = self.model
         if tools:
             runnable = runnable.bind_tools([_tool_to_openai(spec) for spec in tools])
         keywords = _call_keywords(settings)
         if keywords:
             runnable = runnable.bind(**keywords)
-        reply = await runnable.ainvoke([_to_langchain(message) for message in messages])
-        return _from_langchain(reply)
+        return runnable
+
+
+class _Done:
+    """The end of a stream: every chunk merged (None when there was none)."""
+
+    def __init__(self, merged: Any) -> None:
+        self.merged = merged
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def _on_the_library_loop(call: Coroutine[Any, Any, T]) -> T:
+    """Await `call` on the library's one long-lived event loop.
+
+    LangChain's provider models (``ChatOpenAI``...) cache their async HTTP client per
+    process, bound to the first loop that used it: a second ``asyncio.run()``, or a web
+    server's sync and async endpoints sharing one model, would find it bound to a loop that
+    is closed or is not theirs. On one loop for every call, the cached client always works.
+    Cancelling the caller cancels the call there.
+    """
+    import asyncio
+
+    from agentensemble._sync import background_loop
+
+    loop = background_loop()
+    if asyncio.get_running_loop() is loop:
+        return await call
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, loop))
 
 
 def _name_of(model: Any) -> str:
