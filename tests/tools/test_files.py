@@ -369,14 +369,19 @@ def test_a_symbolic_link_loop_cannot_hide_an_escape(sandbox: Path) -> None:
     (sandbox / "out").symlink_to(sandbox.parent / "outside")
     assert failure(read(sandbox, "out/secret.txt")) == RESOLVES_OUTSIDE
     refused = failure(read(sandbox, "loop/../out/secret.txt"))
-    assert refused == "Invalid path: loop/../out/secret.txt (a loop of symbolic links)"
+    # Python 3.13's resolve() no longer fails on the loop: the escape is refused all the same
+    assert refused in {
+        "Invalid path: loop/../out/secret.txt (a loop of symbolic links)",
+        RESOLVES_OUTSIDE,
+    }
 
 
 async def test_a_write_through_a_link_loop_is_refused(sandbox: Path) -> None:
     (sandbox / "loop").symlink_to(sandbox / "loop")
     (sandbox / "out").symlink_to(sandbox.parent / "outside")
     result = await write(sandbox, "loop/../out/pwned.txt", "x")
-    assert "a loop of symbolic links" in (failure(result) or "")
+    reason = failure(result) or ""
+    assert "a loop of symbolic links" in reason or reason == RESOLVES_OUTSIDE  # 3.13: the latter
     assert not (sandbox.parent / "outside" / "pwned.txt").exists()
 
 

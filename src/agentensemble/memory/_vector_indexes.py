@@ -659,11 +659,11 @@ def delete_evicted(
 ) -> list[int]:
     """Delete the rows of `scope` an eviction policy does not keep (see `eviction_bounds`);
     their ids. As `EvictionPolicy.keep`: the age limit first, then the most recent rows."""
-    deleted = connection.execute(
-        f"DELETE FROM {table} WHERE scope = ?1 AND id NOT IN ("
-        f"SELECT id FROM {table} WHERE scope = ?1 AND stored_at_us > ?2 "
-        "ORDER BY id DESC LIMIT ?3) RETURNING id",
-        (scope, cutoff_us, limit),
+    deleted = connection.execute(  # named parameters: 3.12 deprecates ?1 with a sequence
+        f"DELETE FROM {table} WHERE scope = :scope AND id NOT IN ("
+        f"SELECT id FROM {table} WHERE scope = :scope AND stored_at_us > :cutoff "
+        "ORDER BY id DESC LIMIT :limit) RETURNING id",
+        {"scope": scope, "cutoff": cutoff_us, "limit": limit},
     ).fetchall()
     return [row[0] for row in deleted]
 
