@@ -139,7 +139,7 @@ def test_task_keeps_its_explicit_runtime_signature() -> None:
     assert list(parameters)[:2] == ["description", "expected_output"]
     assert parameters["max_output_retries"].default == 3
     assert parameters["output_type"].kind is inspect.Parameter.KEYWORD_ONLY
-    with pytest.raises(TypeError, match="unexpected keyword argument 'nme'"):
+    with pytest.raises(TypeError, match="Task has no field 'nme': did you mean 'name'"):
         Task("a", nme="x")  # type: ignore[call-overload]
 
 

@@ -48,6 +48,7 @@ from agentensemble.errors import (
     TaskExecutionError,
     ToolConfigurationError,
     ToolExecutionError,
+    UnknownKeywordError,
     ValidationError,
 )
 from agentensemble.execution import (
@@ -276,6 +277,7 @@ __all__ = [
     "ToolResultMessage",
     "ToolSpec",
     "TraceExporter",
+    "UnknownKeywordError",
     "Usage",
     "UsageSoFar",
     "UserMessage",

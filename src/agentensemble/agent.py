@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentensemble._checks import require_int, require_text
+from agentensemble._hints import KeywordHints
 from agentensemble.errors import ValidationError
 from agentensemble.models import (
     ChatModel,
@@ -23,7 +24,7 @@ __all__ = ["Agent"]
 
 
 @dataclass(frozen=True, slots=True, init=False, eq=False)
-class Agent:
+class Agent(metaclass=KeywordHints):
     """An LLM-backed worker: who it is (`role`, `goal`, `background`), what it may use
     (`tools`) and which model thinks for it (`llm`).
 

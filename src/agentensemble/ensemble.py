@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
+from agentensemble._hints import KeywordHints
 from agentensemble._hook_checks import check_hooks
 from agentensemble._inputs import check_inputs
 from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
@@ -60,7 +61,7 @@ __all__ = ["Ensemble", "EnsembleSettings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class EnsembleSettings:
+class EnsembleSettings(metaclass=KeywordHints):
     """The settings of a run that an `Ensemble` shares with the composites that run one
     (`MapReduceEnsemble`), declared once here; each class checks them when it is made."""
 

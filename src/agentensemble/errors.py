@@ -49,6 +49,7 @@ __all__ = [
     "TaskExecutionError",
     "ToolConfigurationError",
     "ToolExecutionError",
+    "UnknownKeywordError",
     "ValidationError",
 ]
 
@@ -75,6 +76,11 @@ def _rebuild(
 
 class ValidationError(AgentEnsembleError, ValueError):
     """The configuration is invalid. Raised before any model call; the message names the field."""
+
+
+class UnknownKeywordError(ValidationError, TypeError):
+    """`Task`, `Agent` or `Ensemble` was given a keyword it does not take; the message names
+    the field to use (CrewAI's names translated). A `TypeError` too, as Python's own is."""
 
 
 class PromptTemplateError(AgentEnsembleError):

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
 
 from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
+from agentensemble._hints import KeywordHints
 from agentensemble._output_types import OutputSpec, output_spec
 from agentensemble.agent import Agent
 from agentensemble.errors import ValidationError
@@ -70,7 +71,7 @@ Out = TypeVar("Out", covariant=True)
 
 
 @dataclass(frozen=True, slots=True, init=False, eq=False)
-class Task(Generic[Out]):
+class Task(Generic[Out], metaclass=KeywordHints):
     """What to do and what the result should look like.
 
     Without an `agent`, one is synthesised at run time from the description, using the
