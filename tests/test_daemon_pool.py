@@ -50,14 +50,14 @@ def test_errors_reach_the_caller_and_shutdown_refuses_new_work() -> None:
 def test_ctrl_c_during_a_slow_sync_tool_exits_at_once() -> None:
     program = textwrap.dedent(
         """
-        import time
+        import threading
         from agentensemble import Agent, Ensemble, ScriptedModel, Task, ToolCall, tool
 
         @tool
         def slow_lookup(query: str) -> str:
             \"\"\"Look something up, slowly.\"\"\"
             print("tool started", flush=True)
-            time.sleep(600)
+            threading.Event().wait()  # stuck for good, as a socket without a timeout is
             return "late"
 
         call = ToolCall(id="c1", name="slow_lookup", arguments='{"query": "x"}')
@@ -75,7 +75,7 @@ def test_ctrl_c_during_a_slow_sync_tool_exits_at_once() -> None:
     try:
         assert child.stdout.readline().strip() == "tool started"
         child.send_signal(signal.SIGINT)
-        child.wait(timeout=30)  # the tool sleeps 600 s: only a thread that holds the exit waits
+        child.wait(timeout=30)  # the tool never returns: only a thread holding the exit waits
     finally:
         if child.poll() is None:
             child.kill()

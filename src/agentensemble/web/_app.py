@@ -10,6 +10,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from agentensemble._logging import get_logger
 from agentensemble.web._dashboard import is_loopback
 from agentensemble.web._hub import Client
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from agentensemble.web._hub import Hub
 
 __all__ = ["build_app"]
+
+logger = get_logger("agentensemble.web")
 
 _ASSETS = {"app.js": "text/javascript", "app.css": "text/css"}
 _SECURITY_HEADERS = {
@@ -290,13 +293,7 @@ class _Endpoints:
                 task.cancel()
             await asyncio.wait(tasks)
         if client.closing is not None:
-            try:
-                async with asyncio.timeout(_CLOSE_GRACE):
-                    await websocket.close(*client.closing)
-            except TimeoutError:
-                _abort(websocket)
-            except Exception:  # the client went away meanwhile
-                pass
+            await _close(websocket, *client.closing)
 
     async def _read(self, websocket: WebSocket, client: Client, *, joined: bool) -> None:
         from starlette.websockets import WebSocketDisconnect
@@ -320,6 +317,20 @@ class _Endpoints:
                         client.offer(_error(_INVALID_DECISION))
                     elif outcome == "elsewhere":
                         client.offer(_error("this run's reviews are decided by another handler"))
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    """Close with `code`; a client that reads nothing (so the close frame cannot be sent)
+    is dropped after `_CLOSE_GRACE`, one that left meanwhile needs nothing more."""
+    from starlette.websockets import WebSocketDisconnect
+
+    try:
+        async with asyncio.timeout(_CLOSE_GRACE):
+            await websocket.close(code, reason)
+    except TimeoutError:
+        _abort(websocket)
+    except (WebSocketDisconnect, RuntimeError, OSError) as gone:
+        logger.debug("WebSocket gone before its close: %s", gone)
 
 
 def _abort(websocket: WebSocket) -> None:

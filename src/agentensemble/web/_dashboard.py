@@ -338,7 +338,6 @@ class _Server:
         self._thread: threading.Thread | None = None
         self._uvicorn: Any = None
         self._stopping: asyncio.Event | None = None
-        self._closing: asyncio.Future[None] | None = None
         self._abandoned = False
         """Set when start() gave up waiting: the server stops as soon as it is up."""
 
@@ -426,12 +425,9 @@ class _Server:
         loop, thread = self.loop, self._thread
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._shutdown)
+                asyncio.run_coroutine_threadsafe(self._close_pages(), loop)
         if thread is not None and thread is not threading.current_thread():
             thread.join(_STOP_TIMEOUT)
-
-    def _shutdown(self) -> None:
-        self._closing = asyncio.ensure_future(self._close_pages())
 
     async def _close_pages(self) -> None:
         """Send every page what is queued for it, close it (1001), then stop serving."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,8 +45,6 @@ from agentensemble.observability._events import (
 from agentensemble.observability._wire import serialize_event
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from agentensemble.observability._events import Event
     from agentensemble.observability._trace_fold import TraceFold
     from agentensemble.review import ReviewDecision, ReviewRequest
@@ -609,8 +609,6 @@ class Hub:
             self.broadcast(frame)
         pending = self.reviews.get(event.review_id)
         if pending is None:
-            import concurrent.futures
-
             from agentensemble.review import ReviewRequest, ReviewTiming
             from agentensemble.review._model import OnTimeoutAction
 
@@ -729,15 +727,11 @@ def _answer(
     answer: concurrent.futures.Future[ReviewDecision], decision: ReviewDecision | None
 ) -> None:
     """Resolve a waiting review (None: as if it timed out); a decided one stays decided."""
-    if answer.done():
-        return
-    try:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # decided meanwhile
         if decision is None:
             answer.set_exception(NobodyLeft())
         else:
             answer.set_result(decision)
-    except Exception:  # decided concurrently (InvalidStateError)
-        pass
 
 
 class NobodyLeft(Exception):
