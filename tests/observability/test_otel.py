@@ -176,6 +176,8 @@ def test_loop_iterations_and_graph_steps(spans: Spans) -> None:
     [loop_task] = [span for span in finished if span.name == "invoke_agent (deterministic)"]
     assert [attributes(span)["agentensemble.loop.iteration"] for span in iterations] == [1, 2]
     assert {parent_id(span) for span in iterations} == {loop_task.context.span_id}
+    assert iterations[0].start_time == loop_task.start_time
+    assert iterations[1].start_time == iterations[0].end_time
     drafts = [s for s in finished if attributes(s).get("agentensemble.task.description") == "Draft"]
     assert len(drafts) == 2
     assert {parent_id(span) for span in drafts} == {loop_task.context.span_id}

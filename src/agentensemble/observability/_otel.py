@@ -88,8 +88,6 @@ class OpenTelemetryListener(EnsembleListener):
         """Open a task span under the run span (a delegated worker's under the tool call that
         delegated to it)."""
         run = event.ensemble_id
-        if event.task_description.startswith("$loop:"):
-            self._iteration_starts[(run, event.task_id)] = _now_ns()
         parent = self._worker_parents.pop((run, event.task_id), None)
         if parent is None and event.parent_task_id is not None:
             parent = self._tasks.get((run, event.parent_task_id))
@@ -156,11 +154,14 @@ class OpenTelemetryListener(EnsembleListener):
         """Record an iteration as a span under its loop's task span."""
         key = (event.ensemble_id, event.task_id)
         end = _now_ns()
-        start = self._iteration_starts.get(key, end)
+        loop_span = self._tasks.get(key)
+        # the first iteration starts with the loop's task span, each later one where the
+        # previous ended
+        start = self._iteration_starts.get(key) or getattr(loop_span, "start_time", None) or end
         self._iteration_starts[key] = end
         span = self._start(
             f"loop_iteration {event.loop_name}",
-            self._tasks.get(key),
+            loop_span,
             {
                 "agentensemble.loop.name": event.loop_name,
                 "agentensemble.loop.iteration": event.iteration,
