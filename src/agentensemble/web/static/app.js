@@ -1390,6 +1390,12 @@
     if (msg && !sending && msg.dataset.kind === 'sent') { msg.textContent = ''; msg.dataset.kind = ''; }
   }
 
+  // A cancel is not a failure of the task: say what happened rather than "CancelledError".
+  function errorText(errorType, reason) {
+    if (errorType === 'CancelledError') return '<b>Cancelled</b>: stopped with its run';
+    return '<b>' + esc(errorType || 'Error') + '</b>' + (reason ? ': ' + esc(reason) : '');
+  }
+
   function countdownText(r) {
     const action = r.onTimeout || 'CONTINUE';
     if (r.deadlineMs == null) return 'no time limit';
@@ -2006,7 +2012,7 @@
     h.push('<div class="dt-metrics">' + cells.map(([k, v]) =>
       '<div class="metric"><span class="m-label">' + k + '</span><span class="m-value">' + v + '</span></div>').join('') + '</div>');
     if (run.errorType || run.reason) {
-      h.push('<div class="dt-error"><b>' + esc(run.errorType || 'Error') + '</b>' + (run.reason ? ': ' + esc(run.reason) : '') + '</div>');
+      h.push('<div class="dt-error">' + errorText(run.errorType, run.reason) + '</div>');
     }
     const list = (title, tasks, extra) => {
       if (!tasks.length) return;
@@ -2084,8 +2090,7 @@
       '<div class="metric"><span class="m-label">' + k + '</span><span class="m-value">' + v + '</span></div>').join('') + '</div>');
 
     if (t.error) {
-      h.push('<div class="dt-error" data-testid="task-error"><b>' + esc(t.error.errorType || 'Error') + '</b>' +
-        (t.error.reason ? ': ' + esc(t.error.reason) : '') + '</div>');
+      h.push('<div class="dt-error" data-testid="task-error">' + errorText(t.error.errorType, t.error.reason) + '</div>');
     }
     if (t.state === 'running' && run.status === 'running') {
       h.push('<div class="dt-block"><div class="dt-label">Streaming <span class="pulse" aria-hidden="true"></span></div>' +
