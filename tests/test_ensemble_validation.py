@@ -129,7 +129,10 @@ def test_missing_template_variables_fail_before_any_model_call() -> None:
             "Ensemble workflow must be one of [SEQUENTIAL, PARALLEL, HIERARCHICAL], "
             "got: 'ROUND_ROBIN'",
         ),
-        ({"inputs": {"topic": 3}}, "Ensemble inputs['topic'] must be a string, got: 3"),
+        (
+            {"inputs": {"topic": [3]}},
+            "Ensemble inputs['topic'] must be a string, number or boolean, got: [3]",
+        ),
         ({"inputs": ["topic"]}, "Ensemble inputs must be a mapping of names to strings"),
         ({"tasks": Task("x")}, "Ensemble tasks must be a list of tasks, got a single Task"),
         ({"llm": 3.5}, "Ensemble llm must be a ChatModel"),
@@ -153,9 +156,20 @@ def test_run_options_are_validated() -> None:
 
 def test_run_inputs_are_validated() -> None:
     llm = model()
-    with pytest.raises(ValidationError, match=r"run inputs\['x'\] must be a string, got: 1"):
-        Ensemble(tasks=[Task("t")], llm=llm).run(inputs={"x": 1})  # type: ignore[dict-item]
+    with pytest.raises(ValidationError, match=r"run inputs\['x'\] must be a string, number"):
+        Ensemble(tasks=[Task("t")], llm=llm).run(inputs={"x": {"y": 1}})  # type: ignore[dict-item]
     assert llm.requests == []
+
+
+def test_numbers_and_booleans_are_inputs_as_text() -> None:
+    llm = model()
+    ensemble = Ensemble(
+        tasks=[Task("Greet a {age}-year-old ({member}) at {height} m")],
+        llm=llm,
+        inputs={"age": 31, "member": True},  # type: ignore[dict-item]
+    )
+    ensemble.run(inputs={"height": 1.8})  # type: ignore[dict-item]
+    assert "Greet a 31-year-old (true) at 1.8 m" in str(llm.requests[0])
 
 
 def test_quick_run_arguments() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from agentensemble._inputs import Inputs
 from agentensemble._sync import run_sync
 from agentensemble.ensemble import Ensemble
 from agentensemble.errors import ValidationError
@@ -14,9 +14,7 @@ from agentensemble.task import Task
 __all__ = ["arun", "run"]
 
 
-def run(
-    llm: Any, *tasks: Task[Any] | str, inputs: Mapping[str, str] | None = None
-) -> EnsembleOutput:
+def run(llm: Any, *tasks: Task[Any] | str, inputs: Inputs | None = None) -> EnsembleOutput:
     """Run `tasks` one after another on `llm`. A string is a task description.
 
     ``agentensemble.run("openai:gpt-4o-mini", "Research X", "Summarise it")``
@@ -24,9 +22,7 @@ def run(
     return run_sync(arun(llm, *tasks, inputs=inputs))
 
 
-async def arun(
-    llm: Any, *tasks: Task[Any] | str, inputs: Mapping[str, str] | None = None
-) -> EnsembleOutput:
+async def arun(llm: Any, *tasks: Task[Any] | str, inputs: Inputs | None = None) -> EnsembleOutput:
     """Async form of `run`."""
     if llm is None:
         raise ValidationError("model must not be null")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
-from agentensemble._inputs import check_inputs
+from agentensemble._inputs import Inputs, check_inputs
 from agentensemble._logging import get_logger
 from agentensemble._unset import is_given, resolved
 from agentensemble._validation import (
@@ -172,7 +172,7 @@ class RunPlan:
 
 async def run_ensemble(
     ensemble: Ensemble,
-    inputs: Mapping[str, str] | None,
+    inputs: Inputs | None,
     options: RunOptions | None,
     *,
     compose: Compose | None = None,
@@ -180,7 +180,7 @@ async def run_ensemble(
     """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
     makes its executor)."""
     options = _check_options(options)
-    run_inputs = {**ensemble.inputs, **check_inputs(inputs, "run inputs")}
+    run_inputs = {**check_inputs(ensemble.inputs, "inputs"), **check_inputs(inputs, "run inputs")}
     shape = _validate(ensemble)
     every = shape.all_tasks
     texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
@@ -223,6 +223,12 @@ def _check_options(options: object) -> RunOptions:
     if not isinstance(options, RunOptions):
         raise ValidationError(f"run options must be a RunOptions, got: {options!r}")
     return options
+
+
+def checked_ensemble(ensemble: Ensemble) -> Ensemble:
+    """`ensemble`, checked as its first run will check it (raises `ValidationError`)."""
+    _validate(ensemble)
+    return ensemble
 
 
 def _validate(ensemble: Ensemble) -> _Shape:

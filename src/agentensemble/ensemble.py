@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -11,7 +12,7 @@ from agentensemble._checks import as_tuple, require_int
 from agentensemble._formats import require_toon
 from agentensemble._hints import KeywordHints
 from agentensemble._hook_checks import check_hooks
-from agentensemble._inputs import check_inputs
+from agentensemble._inputs import Inputs, check_inputs
 from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
 from agentensemble._unset import UNSET, Unset, resolve_int
@@ -86,7 +87,7 @@ class EnsembleSettings(metaclass=KeywordHints):
     """Show live progress on the console and log prompts and answers."""
     agent_synthesizer: AgentSynthesizer | None = None
     """Makes agents for agentless tasks; `TemplateAgentSynthesizer` when None."""
-    inputs: Mapping[str, str] = field(default_factory=dict)
+    inputs: Inputs = field(default_factory=dict)
     """Template inputs; `run(inputs=...)` values win over these."""
     capture_mode: CaptureMode | None = None
     """How much traces record; see `CaptureMode` (``AGENTENSEMBLE_CAPTURE_MODE`` applies
@@ -247,13 +248,13 @@ class Ensemble(EnsembleSettings):
         return self._manager_model
 
     def run(
-        self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
+        self, inputs: Inputs | None = None, options: RunOptions | None = None
     ) -> EnsembleOutput:
         """Run the ensemble and wait for the result. Works inside a running event loop too."""
         return run_sync(self.arun(inputs, options))
 
     async def arun(
-        self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
+        self, inputs: Inputs | None = None, options: RunOptions | None = None
     ) -> EnsembleOutput:
         """Run the ensemble.
 
@@ -273,9 +274,58 @@ class Ensemble(EnsembleSettings):
         finally:
             await dashboard.release_for_run()
 
+    @classmethod
+    def from_yaml(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        tools: Mapping[str, object] | None = None,
+        llm: Any = None,
+    ) -> Ensemble:
+        """The ensemble a YAML file declares (or a directory holding ``agents.yaml`` and
+        ``tasks.yaml``, and optionally ``ensemble.yaml``), checked as a run would check it.
+
+        `tools` maps names the file's ``tools:`` lists may use to tool objects; `llm`
+        replaces every model the file names (a `ScriptedModel` in tests, or ``--model``).
+        Raises `EnsembleFileError` listing every problem with its file, line and column.
+        """
+        from agentensemble._run import checked_ensemble
+        from agentensemble.declarative import load_ensemble
+
+        def make(**fields: Any) -> Ensemble:
+            return checked_ensemble(cls(**fields))
+
+        return load_ensemble(path, make, tools=tools, llm=llm)
+
+    def run_many(
+        self,
+        inputs_list: Iterable[Inputs],
+        options: RunOptions | None = None,
+        *,
+        max_concurrency: int | None = None,
+    ) -> list[EnsembleOutput | Exception]:
+        """Run once per inputs mapping and wait for all: the outputs in order, a failed
+        run's error in its place (one failure does not stop the others). At most
+        `max_concurrency` runs at once (None: all). See `arun_many`."""
+        return run_sync(self.arun_many(inputs_list, options, max_concurrency=max_concurrency))
+
+    async def arun_many(
+        self,
+        inputs_list: Iterable[Inputs],
+        options: RunOptions | None = None,
+        *,
+        max_concurrency: int | None = None,
+    ) -> list[EnsembleOutput | Exception]:
+        """Run once per inputs mapping, concurrently: the outputs in order, a failed run's
+        error (an `Exception`) in its place. Every inputs mapping is checked before any run
+        starts; cancelling cancels the runs still going."""
+        from agentensemble._batch import run_batch
+
+        return await run_batch(self.arun, inputs_list, options, max_concurrency=max_concurrency)
+
     def astream(
         self,
-        inputs: Mapping[str, str] | None = None,
+        inputs: Inputs | None = None,
         options: RunOptions | None = None,
         *,
         max_buffer: int = DEFAULT_MAX_BUFFER,

@@ -23,6 +23,7 @@ Errors carry their context as attributes (``task_description``, ``agent_role``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
     "ConstraintViolationError",
+    "EnsembleFileError",
+    "FileProblem",
     "GraphNoEdgeMatchedError",
     "GuardrailViolationError",
     "HookVetoError",
@@ -76,6 +79,34 @@ def _rebuild(
 
 class ValidationError(AgentEnsembleError, ValueError):
     """The configuration is invalid. Raised before any model call; the message names the field."""
+
+
+class EnsembleFileError(ValidationError):
+    """An ensemble file (`Ensemble.from_yaml`) is wrong: every problem found, one per line,
+    each as ``file:line:column: field: what is wrong``. Raised before any model call."""
+
+    def __init__(self, problems: Sequence[FileProblem]) -> None:
+        super().__init__("\n".join(map(str, problems)))
+        self.problems: tuple[FileProblem, ...] = tuple(problems)
+        """Every problem, in the order of the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """One mistake in an ensemble file: where (1-based `line` and `column`, 0 when the
+    whole file is meant), the `field` (``tasks.write.context[0]``) and what is wrong."""
+
+    file: str
+    line: int
+    column: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class UnknownKeywordError(ValidationError, TypeError):

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentensemble._checks import as_tuple, require_int, require_text
+from agentensemble._inputs import Inputs
 from agentensemble._run import run_ensemble
 from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
@@ -215,14 +216,14 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         return dataclasses.replace(self._template, tasks=self._tree.tasks)
 
     def run(
-        self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
+        self, inputs: Inputs | None = None, options: RunOptions | None = None
     ) -> EnsembleOutput:
         """Run the map-reduce and wait for the result (the final reduce's output is
         ``.raw``). Works inside a running event loop too."""
         return run_sync(self.arun(inputs, options))
 
     async def arun(
-        self, inputs: Mapping[str, str] | None = None, options: RunOptions | None = None
+        self, inputs: Inputs | None = None, options: RunOptions | None = None
     ) -> EnsembleOutput:
         """Run the map-reduce.
 
@@ -245,7 +246,7 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
 
     def astream(
         self,
-        inputs: Mapping[str, str] | None = None,
+        inputs: Inputs | None = None,
         options: RunOptions | None = None,
         *,
         max_buffer: int = DEFAULT_MAX_BUFFER,

@@ -1,0 +1,140 @@
+"""Ensembles declared in YAML (`Ensemble.from_yaml`), their JSON Schema, and converting a
+CrewAI project's ``agents.yaml`` and ``tasks.yaml``.
+
+Loading goes in three stages, each adding problems with the file, line and column: the
+YAML is read with the position of every value (`_source`), each value's type is checked
+against the file's schema (`_schema`, pydantic), and the entries are built into agents,
+tasks and phases, checking the names they refer to and their import paths (`_build`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from agentensemble.declarative._build import Builder
+from agentensemble.declarative._problems import ProblemList
+from agentensemble.declarative._schema import ENTRY_MODELS, EnsembleSpec, ensemble_file_schema
+from agentensemble.declarative._source import Path_, Source, read_source
+from agentensemble.declarative._spec_errors import schema_problems
+from agentensemble.errors import EnsembleFileError, FileProblem
+
+__all__ = ["DIRECTORY_FILES", "ensemble_file_schema", "load_ensemble"]
+
+E = TypeVar("E")
+M = TypeVar("M", bound=BaseModel)
+
+DIRECTORY_FILES = ("ensemble.yaml", "agents.yaml", "tasks.yaml")
+"""What a directory holds: the ensemble's settings (optional), and its agents and tasks as
+CrewAI projects keep them, each a mapping from a name to the entry."""
+
+
+def load_ensemble(
+    path: str | PathLike[str],
+    make: Callable[..., E],
+    *,
+    tools: Mapping[str, object] | None = None,
+    llm: object | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> E:
+    """``make(**fields)`` for the ensemble the file (or directory) at `path` declares.
+    Raises `EnsembleFileError` with every problem found."""
+    try:
+        source = _read(Path(path), environ)
+        spec, declared, problems = _checked(source)
+        builder = Builder(source, spec, dict(tools or {}), llm, problems, declared)
+        arguments = builder.ensemble_arguments()
+        if builder.problems:
+            raise ProblemList(builder.problems)
+        made = builder.construct((), lambda: make(**arguments))
+        if builder.problems or made is None:
+            raise ProblemList(builder.problems)
+        return made
+    except ProblemList as problems:
+        raise EnsembleFileError(_in_file_order(problems.problems)) from None
+
+
+def _read(path: Path, environ: Mapping[str, str] | None) -> Source:
+    if not path.is_dir():
+        return read_source(path, environ)
+    parts = {name: path / name for name in DIRECTORY_FILES if (path / name).is_file()}
+    if "agents.yaml" not in parts and "tasks.yaml" not in parts and "ensemble.yaml" not in parts:
+        raise ProblemList(
+            [FileProblem(str(path), 0, 0, "", f"holds none of {', '.join(DIRECTORY_FILES)}")]
+        )
+    sources = {name: read_source(file, environ) for name, file in parts.items()}
+    combined = sources.get("ensemble.yaml") or Source(str(parts.get("tasks.yaml", path)), {})
+    if not isinstance(combined.data, dict):
+        return combined  # the schema check reports it
+    for name in ("agents", "tasks"):
+        part = sources.get(f"{name}.yaml")
+        if part is None:
+            continue
+        if name in combined.data:
+            raise ProblemList(
+                [
+                    FileProblem(
+                        combined.file,
+                        *combined.values[(name,)],
+                        name,
+                        f"{name} are declared here and in {part.file}: keep one",
+                    )
+                ]
+            )
+        combined.include(name, part)
+    return combined
+
+
+def _checked(source: Source) -> tuple[EnsembleSpec, dict[str, list[str]], list[FileProblem]]:
+    """The file's settings and each of its entries checked on their own, so that one bad
+    task does not hide the problems of the others; raises when the settings fail."""
+    data = source.data
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ProblemList(
+            [
+                FileProblem(
+                    source.file, 1, 1, "", f"must be a mapping (agents:, tasks:, ...), got: {kind}"
+                )
+            ]
+        )
+    problems = list(source.problems)
+    settings = {key: value for key, value in data.items() if key not in ENTRY_MODELS}
+    entries: dict[str, dict[str, Any]] = {}
+    declared: dict[str, list[str]] = {}
+    for kind, model in ENTRY_MODELS.items():
+        raw = data.get(kind) or {}
+        if not isinstance(raw, dict):
+            settings[kind] = raw  # the settings' check reports it
+            continue
+        declared[kind] = [str(name) for name in raw]
+        entries[kind] = {}
+        for name, value in raw.items():
+            checked = _validated(source, model, value, (kind, str(name)), problems)
+            if checked is not None:
+                entries[kind][str(name)] = checked
+    spec = _validated(source, EnsembleSpec, settings, (), problems)
+    if spec is None:
+        raise ProblemList(problems)
+    return spec.model_copy(update=entries), declared, problems
+
+
+def _validated(
+    source: Source, model: type[M], value: object, prefix: Path_, problems: list[FileProblem]
+) -> M | None:
+    import pydantic
+
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as error:
+        problems.extend(schema_problems(source, error, prefix))
+        return None
+
+
+def _in_file_order(problems: tuple[FileProblem, ...]) -> list[FileProblem]:
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda item: (item.file, item.line, item.column))
