@@ -843,10 +843,12 @@ def test_a_catch_all_listener_that_raises_is_logged_once_whatever_the_event_type
             raise RuntimeError("boom")
 
     with caplog.at_level(logging.WARNING, logger="agentensemble"):
+        first = Task("a")
         Ensemble(
-            tasks=[Task("a"), Task("b")],
+            tasks=[first, Task("b", context=[first])],
             llm=ScriptedModel(["x", "y"]),
             listeners=[FailsOnEverything()],
+            workflow=Workflow.SEQUENTIAL,
         ).run()
     mine = [r for r in caplog.records if "FailsOnEverything" in r.getMessage()]
     assert len([r for r in mine if r.exc_info]) == 1  # one traceback, not one per event type

@@ -60,6 +60,7 @@ from agentensemble.observability._events import (
     EnsembleStartedEvent,
     NodeLabel,
     PlanNode,
+    RunWarningEvent,
 )
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EventDispatcher
@@ -128,6 +129,8 @@ class _Shape:
     """Roles of the agents whose prompts and answers are logged at INFO."""
     loops: tuple[tuple[Loop, Task[Any]], ...] = ()
     """Each loop and the task that stands for it among the run's tasks."""
+    warnings: tuple[str, ...] = ()
+    """What every run of the ensemble warns about (logged once, when checked)."""
 
     @property
     def all_tasks(self) -> tuple[Task[Any], ...]:
@@ -153,6 +156,8 @@ class RunPlan:
     """Tasks planned while the run runs (adaptive map-reduce levels), in order."""
     composed: ComposedExecutor | None = None
     """The executor, when a composite (`MapReduceEnsemble`) shapes the run."""
+    warnings: tuple[str, ...] = ()
+    """What the run warns about as it starts (`RunWarningEvent`s)."""
 
     def all_tasks(self) -> tuple[PlannedTask, ...]:
         """Every task planned so far, in plan order."""
@@ -236,7 +241,13 @@ def _validate(ensemble: Ensemble) -> _Shape:
     immutable, so later runs reuse the first run's result."""
     shape: _Shape | None = ensemble._validated
     if shape is None:
-        shape = dataclasses.replace(_check(ensemble), verbose_roles=_verbose_roles(ensemble))
+        shape = _check(ensemble)
+        warnings = _unfed_tasks_warning(ensemble, shape)
+        for message in warnings:
+            logger.warning("%s", message)
+        shape = dataclasses.replace(
+            shape, verbose_roles=_verbose_roles(ensemble), warnings=warnings
+        )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
 
@@ -496,6 +507,28 @@ async def _plan(
         team=team,
         added=added,
         composed=composed,
+        warnings=shape.warnings,
+    )
+
+
+def _unfed_tasks_warning(ensemble: Ensemble, shape: _Shape) -> tuple[str, ...]:
+    """In a SEQUENTIAL group, tasks after the first that see no earlier output (no context,
+    no memory): CrewAI users expect every earlier output to reach them."""
+    if ensemble.short_term_memory or ensemble.graph is not None:
+        return ()
+    unfed = [
+        f"'{task.name or task.description}'"
+        for group in shape.groups
+        if group.workflow == Workflow.SEQUENTIAL.value
+        for task in group.tasks[1:]
+        if not task.context and not task.memory
+    ]
+    if not unfed:
+        return ()
+    return (
+        f"In this SEQUENTIAL run, {', '.join(unfed)} see{'s' if len(unfed) == 1 else ''} no "
+        "earlier task's output: list the tasks it needs in context=[...] (and keep "
+        "workflow=SEQUENTIAL), or set short_term_memory=True to pass every earlier output",
     )
 
 
@@ -767,6 +800,15 @@ async def _announce_start(plan: RunPlan, run: RunContext) -> None:
             plan=_plan_nodes(plan),
         )
     )
+    for message in plan.warnings:  # logged once, when the ensemble was checked
+        await run.events.emit(
+            RunWarningEvent(
+                ensemble_id=run.run_id,
+                seq=run.events.next_seq(),
+                code="sequential_task_without_context",
+                message=message,
+            )
+        )
 
 
 def _plan_nodes(plan: RunPlan) -> tuple[PlanNode, ...]:

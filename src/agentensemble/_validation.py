@@ -314,8 +314,13 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                 f"'{task.description}' has a handler configured. Use SEQUENTIAL or PARALLEL "
                 "workflow when mixing AI-backed and deterministic tasks."
             )
+        if task.output_type is not None and task is not tasks[-1]:
+            raise ValidationError(
+                f"Task '{task.description}' sets output_type, which HIERARCHICAL workflow "
+                "applies only to the last task: the manager's final answer is parsed against "
+                "the last task's output_type"
+            )
         for name in (
-            "output_type",
             "input_guardrails",
             "output_guardrails",
             "timeout",

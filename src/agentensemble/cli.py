@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,15 +15,23 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-_DESCRIPTION = "Orchestrate teams of LLM agents: run the demo, or read saved execution traces."
+_DESCRIPTION = (
+    "Orchestrate teams of LLM agents: run ensembles declared in YAML, start a project, "
+    "read saved execution traces."
+)
 
 
 def _parser() -> argparse.ArgumentParser:
+    from agentensemble._cli_run import add_run_commands
+    from agentensemble._scaffold import add_new_command
     from agentensemble._version import __version__
 
     parser = argparse.ArgumentParser(prog="agentensemble", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"agentensemble {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    add_run_commands(commands)
+    add_new_command(commands)
+    commands.add_parser("schema", help="print the JSON Schema of ensemble files")
     demo = commands.add_parser("demo", help="run a small research-and-write ensemble")
     demo.add_argument(
         "--model",
@@ -38,6 +46,16 @@ def _parser() -> argparse.ArgumentParser:
     trace_commands = trace.add_subparsers(dest="trace_command", required=True)
     show = trace_commands.add_parser("show", help="print a readable summary of a trace file")
     show.add_argument("file", help="a trace written by JsonTraceExporter")
+    export = trace_commands.add_parser(
+        "export", help="print a trace as JSON (upgraded to this version's schema) or events"
+    )
+    export.add_argument("file", help="a trace written by JsonTraceExporter")
+    export.add_argument(
+        "--format",
+        choices=("json", "events"),
+        default="json",
+        help="json: the whole trace; events: its event stream, one JSON object per line",
+    )
     dashboard = commands.add_parser(
         "dashboard", help="serve the live dashboard's page over a saved trace"
     )
@@ -96,13 +114,33 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_show(args: argparse.Namespace) -> int:
-    from agentensemble.observability import summarize_trace
+def _trace(args: argparse.Namespace) -> int:
+    import json
 
     trace = _read_trace(args.file)
     if trace is None:
         return 2
-    print(summarize_trace(trace))
+    if args.trace_command == "show":
+        from agentensemble.observability import summarize_trace
+
+        print(summarize_trace(trace))
+    elif args.format == "json":
+        print(trace.to_json())
+    else:
+        from agentensemble.observability import serialize_event
+        from agentensemble.observability._trace_events import trace_events
+
+        for event in trace_events(trace):
+            print(json.dumps(serialize_event(event), ensure_ascii=False))
+    return 0
+
+
+def _schema(_: argparse.Namespace) -> int:
+    import json
+
+    from agentensemble.declarative import ensemble_file_schema
+
+    print(json.dumps(ensemble_file_schema(), indent=2))
     return 0
 
 
@@ -166,12 +204,20 @@ def _first_problem(error: Exception) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentensemble`` command."""
+    from agentensemble._cli_run import run_command, validate_command
+    from agentensemble._scaffold import new_command
+
     args = _parser().parse_args(argv)
-    if args.command == "trace":
-        return _trace_show(args)
-    if args.command == "dashboard":
-        return _dashboard(args)
-    return _demo(args)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "run": run_command,
+        "validate": validate_command,
+        "new": new_command,
+        "schema": _schema,
+        "trace": _trace,
+        "dashboard": _dashboard,
+        "demo": _demo,
+    }
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from agentensemble import (
     Agent,
@@ -112,6 +113,38 @@ def test_the_manager_delegates_to_each_worker_and_synthesizes() -> None:
         ("completed", "Manager", "Reviewer"),
         ("task_complete", "Manager"),
     ]
+
+
+class Verdict(BaseModel):
+    approved: bool
+    summary: str
+
+
+def test_the_managers_final_answer_is_parsed_against_the_last_tasks_output_type() -> None:
+    workers = worker_model()
+    writer = Agent("Writer", "Write", llm=workers)
+    reviewer = Agent("Reviewer", "Review", llm=workers)
+    manager = ScriptedModel(
+        [
+            delegate("Writer", "Write it"),
+            "Looks good overall.",  # not JSON: the manager is asked again, as any task is
+            '{"approved": true, "summary": "Writer did it"}',
+        ]
+    )
+    ensemble = Ensemble(
+        tasks=[
+            Task("Write the article", agent=writer),
+            Task("Approve it", agent=reviewer, output_type=Verdict),
+        ],
+        workflow=Workflow.HIERARCHICAL,
+        manager_llm=manager,
+    )
+    output = ensemble.run()
+    final = output.task_outputs[-1]
+    assert final.agent_role == "Manager"
+    assert final.parsed_output == Verdict(approved=True, summary="Writer did it")
+    assert "approved" in " ".join(map(text_of, manager.requests[0].messages))  # schema asked
+    assert len(manager.requests) == 3
 
 
 def test_events_are_correlated_by_delegation_id_and_task_ids() -> None:
@@ -512,9 +545,12 @@ def untouched() -> ScriptedModel:
         ),
         (
             lambda: Ensemble(
-                tasks=[Task("x", output_type=int)], workflow=Workflow.HIERARCHICAL, llm=untouched()
+                tasks=[Task("x", output_type=int), Task("y")],
+                workflow=Workflow.HIERARCHICAL,
+                llm=untouched(),
             ),
-            "Task 'x' sets output_type, which HIERARCHICAL workflow does not apply",
+            "Task 'x' sets output_type, which HIERARCHICAL workflow applies only to the last "
+            "task: the manager's final answer is parsed against the last task's output_type",
         ),
         (
             lambda: Ensemble(

@@ -43,6 +43,9 @@ def test_plain_lines_when_not_a_terminal() -> None:
     ]
     assert lines == [
         "▶ run ops #· SEQUENTIAL · 2 tasks",
+        "⚠ In this SEQUENTIAL run, 'Write a note' sees no earlier task's output: list the "
+        "tasks it needs in context=[...] (and keep workflow=SEQUENTIAL), or set "
+        "short_term_memory=True to pass every earlier output",
         "● [1/2] Agent: Check the server",
         "  ↳ ping ✓ #",
         "✓ [1/2] Agent done in # · so far: 1 tool call · 30 tokens · cost 0.040000",

@@ -69,8 +69,11 @@ def test_sequential_order_for_an_agent_task_with_a_tool() -> None:
     recorder = Recorder()
     llm = ScriptedModel([tool_call("lookup", key="a"), "done", "second"], usage=Usage(5, 2))
     agent = Agent("Worker", "Work", llm=llm, tools=[lookup])
+    first = Task("First", agent=agent)
     Ensemble(
-        tasks=[Task("First", agent=agent), Task("Second", agent=agent)], listeners=[recorder]
+        tasks=[first, Task("Second", agent=agent, context=[first])],
+        listeners=[recorder],
+        workflow=Workflow.SEQUENTIAL,
     ).run()
 
     assert recorder.types() == [

@@ -16,14 +16,19 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from agentensemble.declarative._build import Builder
+from agentensemble.declarative._build import Builder, model_from_text
 from agentensemble.declarative._problems import ProblemList
 from agentensemble.declarative._schema import ENTRY_MODELS, EnsembleSpec, ensemble_file_schema
 from agentensemble.declarative._source import Path_, Source, read_source
 from agentensemble.declarative._spec_errors import schema_problems
 from agentensemble.errors import EnsembleFileError, FileProblem
 
-__all__ = ["DIRECTORY_FILES", "ensemble_file_schema", "load_ensemble"]
+__all__ = [
+    "DIRECTORY_FILES",
+    "ensemble_file_schema",
+    "load_ensemble",
+    "model_from_text",
+]
 
 E = TypeVar("E")
 M = TypeVar("M", bound=BaseModel)

@@ -26,14 +26,14 @@ from agentensemble.declarative._schema import (
 )
 from agentensemble.declarative._source import Path_, Source
 from agentensemble.declarative._tools import ToolProblem, make_tool
-from agentensemble.errors import AgentEnsembleError, FileProblem
+from agentensemble.errors import AgentEnsembleError, FileProblem, ValidationError
 from agentensemble.phase import Phase
 from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.models import ModelSettings, RateLimit
 
-__all__ = ["Builder"]
+__all__ = ["Builder", "model_from_text"]
 
 T = TypeVar("T")
 
@@ -424,16 +424,30 @@ def _field_named(source: Source, path: Path_, message: str) -> Path_:
     return path
 
 
+def model_from_text(text: str, *, field: str) -> object:
+    """The model ``provider:model`` names, or the model that an import path
+    ``package.module:name`` names (a class or a factory function is called)."""
+    from agentensemble.models import resolve_model
+
+    provider = text.partition(":")[0]
+    if provider in _PROVIDERS or ":" not in text:
+        return resolve_model(text, field=field)
+    try:
+        target = import_object(text)
+    except ImportFailed as error:
+        known = ", ".join(_PROVIDERS)
+        raise ValidationError(
+            f"{field} '{text}' names no known provider ({known}) and no importable model: {error}"
+        ) from None
+    factory = isinstance(target, type) or (callable(target) and not hasattr(target, "chat"))
+    return resolve_model(target() if factory else target, field=field)
+
+
 def _model(value: str | ModelSpec) -> object:
     from agentensemble.models import resolve_model
 
     if isinstance(value, str):
-        provider = value.partition(":")[0]
-        if provider in _PROVIDERS or ":" not in value:
-            return resolve_model(value, field="llm")
-        target = import_object(value)
-        made = target() if isinstance(target, type) else target
-        return resolve_model(made, field="llm")
+        return model_from_text(value, field="llm")
     provider, _, name = value.model.partition(":")
     if provider not in _PROVIDERS:
         return resolve_model(value.model, field="llm.model")  # names the known providers

@@ -128,7 +128,7 @@ class WebDashboard:
     @classmethod
     def for_trace(cls, trace: ExecutionTrace, **options: Any) -> WebDashboard:
         """A dashboard showing a saved run (``agentensemble dashboard TRACE.json``)."""
-        from agentensemble.web._from_trace import trace_events
+        from agentensemble.observability._trace_events import trace_events
 
         dashboard = cls(**options)
         dashboard._preloaded = trace_events(trace)

@@ -88,7 +88,8 @@ async def plan_manager(
     plan: Sequence[PlannedTask], team: Team, settings: ManagerSettings
 ) -> PlannedTask:
     """The manager's one task: its prompts written by the strategy from the workers and the
-    tasks (templates resolved)."""
+    tasks (templates resolved); its final answer is parsed against the last task's
+    `output_type`, as CrewAI parses it against the task's ``output_pydantic``."""
     context = ManagerPromptContext(
         agents=tuple(worker.agent for worker in team.workers),
         tasks=tuple(
@@ -115,7 +116,14 @@ async def plan_manager(
         llm=settings.llm,
         max_iterations=settings.max_iterations,
     )
-    task = Task(user, _EXPECTED_OUTPUT, agent=agent)
+    last = plan[-1].source if plan else None
+    task = Task(
+        user,
+        _EXPECTED_OUTPUT,
+        agent=agent,
+        output_type=last.output_type if last is not None else None,
+        max_output_retries=last.max_output_retries if last is not None else 3,
+    )
     return PlannedTask(
         source=task,
         index=1,

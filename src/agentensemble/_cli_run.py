@@ -1,0 +1,260 @@
+"""``agentensemble run`` and ``agentensemble validate``: an ensemble file from a shell.
+
+stdout carries only the result (the final output, or ``--json``); progress, warnings and
+errors go to stderr. Exit codes (DESIGN 3c): 0 completed, 1 the run failed, 2 bad input
+(before any model call), 3 stopped early with partial output, 130 stopped by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentensemble.ensemble import Ensemble
+    from agentensemble.outputs import EnsembleOutput, TaskOutput
+
+__all__ = ["EXIT_BAD_INPUT", "add_run_commands", "run_command", "validate_command"]
+
+EXIT_COMPLETED = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_STOPPED_EARLY = 3
+EXIT_INTERRUPTED = 130
+
+
+def add_run_commands(commands: Any) -> None:
+    """The ``run`` and ``validate`` subcommands."""
+    run = commands.add_parser("run", help="run an ensemble declared in a YAML file")
+    _file_arguments(run)
+    run.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="run every agent on this model (openai:gpt-4o-mini, ollama:llama3.2, or an "
+        "import path package.module:model)",
+    )
+    run.add_argument("--json", action="store_true", help="print the output as JSON")
+    run.add_argument("--trace", metavar="DIR", help="write the run's trace to DIR")
+    run.add_argument("--timeout", type=float, metavar="S", help="stop the run after S seconds")
+    run.add_argument(
+        "--dashboard", action="store_true", help="watch the run in the browser (needs [web])"
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    validate = commands.add_parser(
+        "validate", help="check an ensemble file without running it (exit 0 or 2)"
+    )
+    _file_arguments(validate)
+
+
+def _file_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file", help="an ensemble YAML file, or a directory with agents.yaml and tasks.yaml"
+    )
+    parser.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a template input (repeatable); overrides the file's inputs",
+    )
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    """Check the file (every problem at once) and the inputs its templates need."""
+    loaded = _load(args.file, args.input, model=None, for_validation=True)
+    if isinstance(loaded, int):
+        return loaded
+    ensemble, inputs = loaded
+    missing = _missing_inputs(ensemble, inputs)
+    tasks = len(ensemble.tasks) + sum(len(phase.tasks) for phase in ensemble.phases)
+    note = f" (needs --input for: {', '.join(missing)})" if missing else ""
+    print(f"{args.file}: ok, {tasks} tasks{note}", file=sys.stderr)
+    return EXIT_COMPLETED
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the file's ensemble and print its result."""
+    from agentensemble.errors import AgentEnsembleError, PromptTemplateError, ValidationError
+    from agentensemble.options import RunOptions
+
+    loaded = _load(args.file, args.input, model=args.model, for_validation=False)
+    if isinstance(loaded, int):
+        return loaded
+    ensemble, inputs = loaded
+    completed = _CompletedOutputs()
+    listeners: list[object] = [completed]
+    if not args.quiet:
+        from agentensemble.observability import ConsoleProgress
+
+        listeners.append(ConsoleProgress())
+    try:
+        ensemble = _with_extras(ensemble, trace=args.trace, dashboard=args.dashboard)
+        options = RunOptions(timeout=args.timeout, listeners=listeners)
+    except (ValidationError, ImportError) as error:
+        return _bad_input(str(error))
+    try:
+        output = asyncio.run(ensemble.arun(inputs, options))
+    except KeyboardInterrupt:
+        print("\nStopped by Ctrl-C.", file=sys.stderr)
+        _print_partial(completed.outputs, args.json, reason="INTERRUPTED")
+        return EXIT_INTERRUPTED
+    except (ValidationError, PromptTemplateError) as error:
+        return _bad_input(str(error))
+    except AgentEnsembleError as error:
+        print(f"error: {error}", file=sys.stderr)
+        done = getattr(error, "completed_outputs", ()) or completed.outputs
+        _print_partial(done, args.json, reason="ERROR", error=str(error))
+        return EXIT_FAILED
+    _print_output(output, args.json)
+    return _exit_code(output)
+
+
+def _load(
+    file: str, raw_inputs: Sequence[str], *, model: str | None, for_validation: bool
+) -> tuple[Ensemble, dict[str, str]] | int:
+    from agentensemble.declarative import model_from_text
+    from agentensemble.ensemble import Ensemble
+    from agentensemble.errors import AgentEnsembleError, EnsembleFileError
+
+    inputs = _parse_inputs(raw_inputs)
+    if isinstance(inputs, int):
+        return inputs
+    _importable_from(file)
+    try:
+        llm = model_from_text(model, field="--model") if model else None
+    except AgentEnsembleError as error:
+        return _bad_input(str(error))
+    try:
+        ensemble = Ensemble.from_yaml(file, llm=llm)
+    except EnsembleFileError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        count = len(error.problems)
+        print(f"{count} problem{'s' if count != 1 else ''} in {file}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ImportError as error:
+        return _bad_input(str(error))
+    if not for_validation:
+        missing = _check_templates(ensemble, inputs)
+        if missing is not None:
+            return _bad_input(missing)
+    return ensemble, inputs
+
+
+def _parse_inputs(raw: Sequence[str]) -> dict[str, str] | int:
+    inputs: dict[str, str] = {}
+    for item in raw:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            return _bad_input(f"--input must look like NAME=VALUE, got: {item!r}")
+        inputs[name.strip()] = value
+    return inputs
+
+
+def _importable_from(file: str) -> None:
+    """Import paths in the file resolve from the file's directory and the current one, as
+    ``python -m`` resolves them from the current directory."""
+    from pathlib import Path
+
+    for directory in (str(Path(file).resolve().parent), str(Path.cwd())):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+
+
+def _missing_inputs(ensemble: Ensemble, inputs: dict[str, str]) -> list[str]:
+    from agentensemble.execution._templates import template_variables
+
+    given = {**ensemble.inputs, **inputs}
+    tasks = [*ensemble.tasks, *(task for phase in ensemble.phases for task in phase.tasks)]
+    needed: dict[str, None] = {}
+    for task in tasks:
+        for text in (task.description, task.expected_output):
+            needed.update(dict.fromkeys(template_variables(text)))
+    return [name for name in needed if name not in given]
+
+
+def _check_templates(ensemble: Ensemble, inputs: dict[str, str]) -> str | None:
+    missing = _missing_inputs(ensemble, inputs)
+    if not missing:
+        return None
+    flags = " ".join(f"--input {name}=..." for name in missing)
+    return f"the file's tasks need inputs it does not set: {', '.join(missing)} (pass {flags})"
+
+
+def _with_extras(ensemble: Ensemble, *, trace: str | None, dashboard: bool) -> Ensemble:
+    changes: dict[str, Any] = {}
+    if trace:
+        from agentensemble.observability import JsonTraceExporter
+
+        changes["trace_exporter"] = JsonTraceExporter(trace)
+    if dashboard:
+        from agentensemble.web import WebDashboard
+
+        web = WebDashboard(port=0)
+        web.start()
+        print(f"Dashboard: {web.url}", file=sys.stderr)
+        changes["web_dashboard"] = web
+    return dataclasses.replace(ensemble, **changes) if changes else ensemble
+
+
+class _CompletedOutputs:
+    """A listener keeping each completed task's output, for a run stopped by Ctrl-C."""
+
+    def __init__(self) -> None:
+        self.outputs: list[Any] = []
+
+    def on_task_complete(self, event: Any) -> None:
+        self.outputs.append(event)
+
+
+def _print_output(output: EnsembleOutput, as_json: bool) -> None:
+    if as_json:
+        from agentensemble._output_json import output_json
+
+        _print_json(output_json(output))
+    else:
+        print(output.raw)
+
+
+def _print_partial(
+    done: Sequence[TaskOutput[Any] | Any], as_json: bool, *, reason: str, error: str | None = None
+) -> None:
+    """What completed before the run stopped: each output (or `--json`: an object with
+    them, the reason and the error)."""
+    from agentensemble._output_json import partial_json
+
+    if as_json:
+        _print_json(partial_json(done, reason=reason, error=error))
+        return
+    for item in done:
+        label = getattr(item, "name", None) or item.task_description
+        print(f"== {label}\n{item.raw}\n")
+    print(f"{len(done)} task{'s' if len(done) != 1 else ''} completed", file=sys.stderr)
+
+
+def _print_json(data: object) -> None:
+    import json
+
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _exit_code(output: EnsembleOutput) -> int:
+    from agentensemble.enums import ExitReason
+
+    if output.exit_reason is ExitReason.COMPLETED:
+        return EXIT_COMPLETED
+    print(
+        f"Stopped early ({output.exit_reason.value}): {len(output.task_outputs)} tasks completed",
+        file=sys.stderr,
+    )
+    return EXIT_STOPPED_EARLY
+
+
+def _bad_input(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
