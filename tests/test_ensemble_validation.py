@@ -166,9 +166,9 @@ def test_numbers_and_booleans_are_inputs_as_text() -> None:
     ensemble = Ensemble(
         tasks=[Task("Greet a {age}-year-old ({member}) at {height} m")],
         llm=llm,
-        inputs={"age": 31, "member": True},  # type: ignore[dict-item]
+        inputs={"age": 31, "member": True},
     )
-    ensemble.run(inputs={"height": 1.8})  # type: ignore[dict-item]
+    ensemble.run(inputs={"height": 1.8})
     assert "Greet a 31-year-old (true) at 1.8 m" in str(llm.requests[0])
 
 

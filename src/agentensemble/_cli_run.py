@@ -128,7 +128,8 @@ def _load(
     try:
         llm = model_from_text(model, field="--model") if model else None
     except AgentEnsembleError as error:
-        return _bad_input(str(error))
+        text = str(error)
+        return _bad_input(text if text.startswith("--model") else f"--model: {text}")
     try:
         ensemble = Ensemble.from_yaml(file, llm=llm)
     except EnsembleFileError as error:

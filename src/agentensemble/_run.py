@@ -46,6 +46,7 @@ from agentensemble.execution._planning import (
     ReviewRules,
     SynthesisLog,
     plan_tasks,
+    resolve_agents,
     resolve_texts,
 )
 from agentensemble.execution._recorder import failure_reason
@@ -189,8 +190,9 @@ async def run_ensemble(
     shape = _validate(ensemble)
     every = shape.all_tasks
     texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
+    agents = resolve_agents(every, run_inputs)
     await _check_memory_store(ensemble)
-    run = _run_context(ensemble, options, shape)
+    run = _run_context(ensemble, options, shape, agents)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
@@ -398,7 +400,9 @@ def _is_set(value: object) -> bool:
     return value is not None and is_given(value)
 
 
-def _run_context(ensemble: Ensemble, options: RunOptions, shape: _Shape) -> RunContext:
+def _run_context(
+    ensemble: Ensemble, options: RunOptions, shape: _Shape, agents: Mapping[Agent, Agent]
+) -> RunContext:
     def pick(override: int | None, default: int) -> int:
         return default if override is None else override
 
@@ -427,6 +431,7 @@ def _run_context(ensemble: Ensemble, options: RunOptions, shape: _Shape) -> RunC
         else None,
         memory=_memory(ensemble),
         hooks=RunHooks.of((*ensemble.hooks, *options.hooks)),
+        agents=agents,
     )
 
 

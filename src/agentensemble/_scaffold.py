@@ -14,6 +14,7 @@ _ENSEMBLE = """\
 # An agentensemble ensemble: `agentensemble run ensemble.yaml --model openai:gpt-4o-mini`.
 # yaml-language-server: $schema=./ensemble.schema.json
 name: {name}
+llm: openai:gpt-4o-mini
 workflow: sequential
 inputs:
   topic: honeybees

@@ -26,6 +26,7 @@ from agentensemble.declarative._schema import (
 )
 from agentensemble.declarative._source import Path_, Source
 from agentensemble.declarative._tools import ToolProblem, make_tool
+from agentensemble.enums import Workflow
 from agentensemble.errors import AgentEnsembleError, FileProblem, ValidationError
 from agentensemble.phase import Phase
 from agentensemble.task import Task
@@ -297,10 +298,9 @@ class Builder:
         tasks = [self._tasks[task] for task in spec.tasks if task in self._tasks]
         if len(tasks) != len(spec.tasks):
             return None
-        workflow = spec.workflow.upper() if spec.workflow else None
+        workflow = Workflow[spec.workflow.upper()] if spec.workflow else None
         phase = self.construct(
-            ("phases", name),
-            lambda: Phase(name, tasks, workflow=workflow, after=after),  # type: ignore[arg-type]
+            ("phases", name), lambda: Phase(name, tasks, workflow=workflow, after=after)
         )
         if phase is not None:
             built[name] = phase
@@ -437,7 +437,7 @@ def model_from_text(text: str, *, field: str) -> object:
     except ImportFailed as error:
         known = ", ".join(_PROVIDERS)
         raise ValidationError(
-            f"{field} '{text}' names no known provider ({known}) and no importable model: {error}"
+            f"'{text}' names no known provider ({known}) and no importable model: {error}"
         ) from None
     factory = isinstance(target, type) or (callable(target) and not hasattr(target, "chat"))
     return resolve_model(target() if factory else target, field=field)

@@ -112,6 +112,8 @@ def _syntax_problem(file: str, error: Any) -> FileProblem:
     mark = error.problem_mark or error.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
     what = " ".join(part for part in (error.context, error.problem) if part)
+    if "flow mapping" in what or "flow sequence" in what:
+        what += " (text with {placeholders} inside { } or [ ] must be quoted: 'Research {topic}')"
     return problem(Located(file, line, column), "", f"not valid YAML: {what}")
 
 

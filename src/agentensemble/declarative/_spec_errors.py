@@ -57,6 +57,7 @@ _KINDS: Mapping[str, str] = {
     "model_type": "must be a mapping (key: value lines)",
     "model_attributes_type": "must be a mapping (key: value lines)",
     "list_type": "must be a list",
+    "string_pattern_mismatch": "must be an import path, package.module:Name",
 }
 
 
@@ -86,9 +87,12 @@ def _problem(source: Source, path: Path_, detail: ErrorDetails) -> FileProblem:
         return problem(source.at(path, key=True), dotted(path), _unknown_key(name, path[:-1]))
     if kind == "missing":
         name = str(detail["loc"][-1])
-        return problem(source.at(path), dotted(path), f"missing required key '{name}'")
+        where = source.at(path[:-1], key=True)  # the entry that lacks it
+        return problem(where, dotted(path), f"missing required key '{name}'")
     value = detail.get("input")
     message = _KINDS.get(kind) or _pydantic_message(detail)
+    if path[:1] == ("inputs",) and len(path) == 2:
+        message = "must be text, a number or true/false"
     return problem(source.at(path), dotted(path), f"{message}, got: {source.shown(path, value)}")
 
 

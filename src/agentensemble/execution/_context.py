@@ -10,7 +10,7 @@ Each task execution gets a `TaskContext` with its ids and depth; `ToolContext` a
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from agentensemble._control import ControlFlowSignal
+    from agentensemble.agent import Agent
     from agentensemble.execution._delegation import Team
     from agentensemble.execution._hooks import RunHooks
     from agentensemble.execution._loops import GraphRecord, LoopRecord
@@ -221,6 +222,9 @@ class RunContext:
     hooks: RunHooks | None = None
     """The before-hooks of the run (the ensemble's, then the run's); None without hooks,
     so that the agent loop does nothing extra."""
+    agents: Mapping[Agent, Agent] = field(default_factory=dict)
+    """Agents whose role, goal or background hold template variables, and their copies
+    with this run's inputs filled in (CrewAI's ``{topic} Researcher``)."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:

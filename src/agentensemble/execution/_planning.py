@@ -9,6 +9,7 @@ that the run's metrics and trace count them.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -212,6 +213,42 @@ def resolve_texts(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> list
     ]
 
 
+_AGENT_TEXTS = ("role", "goal", "background")
+
+
+def resolve_agents(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> dict[Agent, Agent]:
+    """Each task's agent whose role, goal or background hold template variables, mapped to
+    a copy with `inputs` filled in (the same model, tools and rate-limit bucket). Raises
+    `PromptTemplateError` naming every variable missing."""
+    templated = {
+        task.agent: None
+        for task in tasks
+        if task.agent is not None
+        and any("{" in (getattr(task.agent, name) or "") for name in _AGENT_TEXTS)
+    }
+    missing: dict[str, None] = {}
+    first_template = ""
+    for agent in templated:
+        for name in _AGENT_TEXTS:
+            template = getattr(agent, name) or ""
+            absent = [v for v in template_variables(template) if v not in inputs]
+            if absent and not missing:
+                first_template = template
+            missing.update(dict.fromkeys(absent))
+    if missing:
+        raise PromptTemplateError(list(missing), first_template)
+    return {agent: _filled_in(agent, inputs) for agent in templated}
+
+
+def _filled_in(agent: Agent, inputs: Mapping[str, str]) -> Agent:
+    resolved = copy.copy(agent)
+    for name in _AGENT_TEXTS:
+        template = getattr(agent, name)
+        if template is not None:
+            object.__setattr__(resolved, name, resolve_template(template, inputs))
+    return resolved
+
+
 def _resolved(template: str, inputs: Mapping[str, str], field_name: str) -> str:
     text = resolve_template(template, inputs)
     if not text.strip():
@@ -253,8 +290,10 @@ async def plan_tasks(
     ):
         agent = None
         if task.handler is None:
-            agent = task.agent or await _synthesize(
-                task, description, llm, synthesizer, run, synthesis
+            agent = (
+                run.agents.get(task.agent, task.agent)
+                if task.agent
+                else await _synthesize(task, description, llm, synthesizer, run, synthesis)
             )
         planned.append(
             PlannedTask(
