@@ -80,10 +80,15 @@ async def test_at_most_max_concurrency_runs_at_once() -> None:
 
 def test_bad_inputs_are_refused_before_any_run() -> None:
     calls: list[str] = []
-    model = FunctionModel(lambda messages, tools: calls.append("x") or "ok")
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        calls.append("called")
+        return "ok"
+
+    model = FunctionModel(answer)
     ensemble = Ensemble(tasks=[Task("Write about {topic}.")], llm=model)
     with pytest.raises(ValidationError, match=r"run_many inputs_list\[1\]\['topic'\] must be"):
-        ensemble.run_many([{"topic": "a"}, {"topic": ["b"]}])  # type: ignore[list-item]
+        ensemble.run_many([{"topic": "a"}, {"topic": ["b"]}])  # type: ignore[dict-item]
     with pytest.raises(ValidationError, match="run_many max_concurrency must be > 0, got: 0"):
         ensemble.run_many([{"topic": "a"}], max_concurrency=0)
     with pytest.raises(ValidationError, match="run_many options must not set run_id"):
