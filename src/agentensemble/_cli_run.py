@@ -8,7 +8,6 @@ errors go to stderr. Exit codes (DESIGN 3c): 0 completed, 1 the run failed, 2 ba
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -97,6 +96,8 @@ def run_command(args: argparse.Namespace) -> int:
         options = RunOptions(timeout=args.timeout, listeners=listeners)
     except (ValidationError, ImportError) as error:
         return _bad_input(str(error))
+    import asyncio
+
     try:
         output = asyncio.run(ensemble.arun(inputs, options))
     except KeyboardInterrupt:

@@ -5,7 +5,22 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["require"]
+__all__ = ["require", "require_installed"]
+
+
+def require_installed(module: str, extra: str) -> None:
+    """Raise `require`'s ImportError when `module` is not installed, without importing it
+    (an SDK can take half a second to import; the first call imports it)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            f'{module!r} is required for this feature: pip install "agentensemble[{extra}]"'
+        )
 
 
 def require(module: str, extra: str) -> ModuleType:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentensemble._extras import require
+from agentensemble._extras import require, require_installed
 from agentensemble.errors import ValidationError
 from agentensemble.models._messages import (
     AssistantMessage,
@@ -54,7 +54,7 @@ class OpenAIChatModel:
         extra_body: dict[str, Any] | None = None,
         supports_output_schema: bool | None = None,
     ) -> None:
-        require("openai", "openai")
+        require_installed("openai", "openai")  # imported by the first call
         if base_url is not None and not base_url.startswith(("http://", "https://")):
             raise ValidationError(
                 f"OpenAIChatModel base_url must start with http:// or https://, got: {base_url!r}"
