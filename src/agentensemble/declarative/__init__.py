@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from agentensemble.declarative._build import Builder, model_from_text
 from agentensemble.declarative._problems import ProblemList
+from agentensemble.declarative._reference import yaml_reference
 from agentensemble.declarative._schema import ENTRY_MODELS, EnsembleSpec, ensemble_file_schema
 from agentensemble.declarative._source import Path_, Source, read_source
 from agentensemble.declarative._spec_errors import schema_problems
@@ -28,6 +29,7 @@ __all__ = [
     "ensemble_file_schema",
     "load_ensemble",
     "model_from_text",
+    "yaml_reference",
 ]
 
 E = TypeVar("E")
