@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
+    from agentensemble.options import RunOptions
     from agentensemble.outputs import EnsembleOutput, TaskOutput
 
 __all__ = ["EXIT_BAD_INPUT", "add_run_commands", "run_command", "validate_command"]
@@ -78,7 +79,7 @@ def validate_command(args: argparse.Namespace) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the file's ensemble and print its result."""
-    from agentensemble.errors import AgentEnsembleError, PromptTemplateError, ValidationError
+    from agentensemble.errors import ValidationError
     from agentensemble.options import RunOptions
 
     loaded = _load(args.file, args.input, model=args.model, for_validation=False)
@@ -94,24 +95,41 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         ensemble = _with_extras(ensemble, trace=args.trace, dashboard=args.dashboard)
         options = RunOptions(timeout=args.timeout, listeners=listeners)
-    except (ValidationError, ImportError) as error:
+    except (ValidationError, ImportError, OSError) as error:
         return _bad_input(str(error))
+    try:
+        return _execute(ensemble, inputs, options, completed, as_json=args.json)
+    finally:
+        if ensemble.web_dashboard is not None:
+            ensemble.web_dashboard.stop()
+
+
+def _execute(
+    ensemble: Ensemble,
+    inputs: dict[str, str],
+    options: RunOptions,
+    completed: _CompletedOutputs,
+    *,
+    as_json: bool,
+) -> int:
     import asyncio
+
+    from agentensemble.errors import AgentEnsembleError, PromptTemplateError, ValidationError
 
     try:
         output = asyncio.run(ensemble.arun(inputs, options))
     except KeyboardInterrupt:
         print("\nStopped by Ctrl-C.", file=sys.stderr)
-        _print_partial(completed.outputs, args.json, reason="INTERRUPTED")
+        _print_partial(completed.outputs, as_json, reason="INTERRUPTED")
         return EXIT_INTERRUPTED
     except (ValidationError, PromptTemplateError) as error:
         return _bad_input(str(error))
     except AgentEnsembleError as error:
         print(f"error: {error}", file=sys.stderr)
         done = getattr(error, "completed_outputs", ()) or completed.outputs
-        _print_partial(done, args.json, reason="ERROR", error=str(error))
+        _print_partial(done, as_json, reason="ERROR", error=str(error))
         return EXIT_FAILED
-    _print_output(output, args.json)
+    _print_output(output, as_json)
     return _exit_code(output)
 
 

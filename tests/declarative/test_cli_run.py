@@ -236,3 +236,10 @@ def test_trace_export_prints_the_trace_and_its_events(tmp_path: Path) -> None:
     assert types[0] == "ensemble_started"
     assert types[-1] == "ensemble_completed"
     assert types.count("task_completed") == 2
+
+
+def test_dashboard_serves_during_the_run_and_stops_after_it() -> None:
+    result = agentensemble("run", CRAFT, "--model", f"{MODELS}:echo", "--dashboard", "-q")
+    assert result.returncode == 0, result.stderr  # the process ended: the server stopped
+    assert result.stderr.startswith("Dashboard: http://127.0.0.1:")
+    assert result.stdout.startswith("done: Write a short report")
