@@ -61,7 +61,6 @@ from agentensemble.observability._events import (
     EnsembleStartedEvent,
     NodeLabel,
     PlanNode,
-    RunWarningEvent,
 )
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EventDispatcher
@@ -806,14 +805,7 @@ async def _announce_start(plan: RunPlan, run: RunContext) -> None:
         )
     )
     for message in plan.warnings:  # logged once, when the ensemble was checked
-        await run.events.emit(
-            RunWarningEvent(
-                ensemble_id=run.run_id,
-                seq=run.events.next_seq(),
-                code="sequential_task_without_context",
-                message=message,
-            )
-        )
+        await run.warn("sequential_task_without_context", message)
 
 
 def _plan_nodes(plan: RunPlan) -> tuple[PlanNode, ...]:

@@ -23,6 +23,9 @@ _SECTIONS = {
 }
 
 
+_KINDS = {"string": "text", "integer": "whole number", "number": "number", "boolean": "bool"}
+
+
 def yaml_reference() -> str:
     """Every key of an ensemble file: its type, default and meaning, one table per kind of
     entry."""
@@ -61,7 +64,7 @@ def _type(field: dict[str, Any]) -> str:
     if "anyOf" in field:
         options = [_type(option) for option in field["anyOf"] if option.get("type") != "null"]
         return " or ".join(options)
-    kind = field.get("type", "any")
+    kind = str(field.get("type", "any"))
     if kind == "array":
         return f"list of {_type(field.get('items', {}))}"
     if kind == "object":
@@ -69,9 +72,7 @@ def _type(field: dict[str, Any]) -> str:
         return f"mapping of name to {_type(values)}" if isinstance(values, dict) else "mapping"
     if "pattern" in field:
         return "import path `package.module:Name`"
-    return {"string": "text", "integer": "whole number", "number": "number", "boolean": "bool"}.get(
-        kind, kind
-    )
+    return _KINDS.get(kind, kind)
 
 
 def _default(field: dict[str, Any]) -> str:

@@ -238,6 +238,17 @@ class RunContext:
         """The run's trace, folded from its events as they are emitted."""
         return self.events.trace
 
+    async def warn(self, code: str, message: str) -> None:
+        """Tell the run's listeners (and its trace, and `EnsembleOutput.warnings`) about
+        something that went right by accident: a `RunWarningEvent`."""
+        from agentensemble.observability._events import RunWarningEvent
+
+        await self.events.emit(
+            RunWarningEvent(
+                ensemble_id=self.run_id, seq=self.events.next_seq(), code=code, message=message
+            )
+        )
+
     def task_slot(self) -> AbstractAsyncContextManager[Any]:
         """Hold one of the run's `max_concurrency` slots while a task of the run executes
         (``async with run.task_slot():``)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -192,18 +192,9 @@ def resolve_texts(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> list
     Raises `PromptTemplateError` naming every variable missing in any task (with the first
     template that misses one), and `ValidationError` for a text that resolves to blank.
     """
-    missing: dict[str, None] = {}
-    first_template = ""
-    for task in tasks:
-        for template in (task.description, task.expected_output):
-            if "{" not in template:
-                continue
-            absent = [name for name in template_variables(template) if name not in inputs]
-            if absent and not missing:
-                first_template = template
-            missing.update(dict.fromkeys(absent))
-    if missing:
-        raise PromptTemplateError(list(missing), first_template)
+    _require_inputs(
+        (text for task in tasks for text in (task.description, task.expected_output)), inputs
+    )
     return [
         (
             _resolved(task.description, inputs, "description"),
@@ -226,18 +217,26 @@ def resolve_agents(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> dic
         if task.agent is not None
         and any("{" in (getattr(task.agent, name) or "") for name in _AGENT_TEXTS)
     }
+    _require_inputs(
+        (getattr(agent, name) or "" for agent in templated for name in _AGENT_TEXTS), inputs
+    )
+    return {agent: _filled_in(agent, inputs) for agent in templated}
+
+
+def _require_inputs(templates: Iterable[str], inputs: Mapping[str, str]) -> None:
+    """Raise `PromptTemplateError` naming every variable of `templates` missing from
+    `inputs` (with the first template that misses one)."""
     missing: dict[str, None] = {}
     first_template = ""
-    for agent in templated:
-        for name in _AGENT_TEXTS:
-            template = getattr(agent, name) or ""
-            absent = [v for v in template_variables(template) if v not in inputs]
-            if absent and not missing:
-                first_template = template
-            missing.update(dict.fromkeys(absent))
+    for template in templates:
+        if "{" not in template:
+            continue
+        absent = [name for name in template_variables(template) if name not in inputs]
+        if absent and not missing:
+            first_template = template
+        missing.update(dict.fromkeys(absent))
     if missing:
         raise PromptTemplateError(list(missing), first_template)
-    return {agent: _filled_in(agent, inputs) for agent in templated}
 
 
 def _filled_in(agent: Agent, inputs: Mapping[str, str]) -> Agent:

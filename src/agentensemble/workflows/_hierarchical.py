@@ -35,7 +35,6 @@ from agentensemble.execution._delegation import Team
 from agentensemble.execution._planning import PlannedTask, task_steps
 from agentensemble.execution._task_runner import run_task
 from agentensemble.models import ChatModel, RateLimiter
-from agentensemble.observability._events import RunWarningEvent
 from agentensemble.outputs import TaskOutput
 from agentensemble.task import Task
 from agentensemble.tools._resolve import ToolSet
@@ -176,14 +175,7 @@ async def _warn_nothing_delegated(run: RunContext) -> None:
         "the workers' (check the manager's model can call tools, and its prompt)"
     )
     logger.warning("Run %s: %s", run.run_id, message)
-    await run.events.emit(
-        RunWarningEvent(
-            ensemble_id=run.run_id,
-            seq=run.events.next_seq(),
-            code="manager_delegated_nothing",
-            message=message,
-        )
-    )
+    await run.warn("manager_delegated_nothing", message)
 
 
 async def _build(request: ExecutorRequest) -> HierarchicalExecutor:
