@@ -8,9 +8,10 @@ errors go to stderr. Exit codes (DESIGN 3c): 0 completed, 1 the run failed, 2 ba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,12 +32,6 @@ def add_run_commands(commands: Any) -> None:
     """The ``run`` and ``validate`` subcommands."""
     run = commands.add_parser("run", help="run an ensemble declared in a YAML file")
     _file_arguments(run)
-    run.add_argument(
-        "--model",
-        metavar="PROVIDER:MODEL",
-        help="run every agent on this model (openai:gpt-4o-mini, ollama:llama3.2, or an "
-        "import path package.module:model)",
-    )
     run.add_argument("--json", action="store_true", help="print the output as JSON")
     run.add_argument("--trace", metavar="DIR", help="write the run's trace to DIR")
     run.add_argument("--timeout", type=float, metavar="S", help="stop the run after S seconds")
@@ -62,14 +57,20 @@ def _file_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="a template input (repeatable); overrides the file's inputs",
     )
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="run every agent on this model (openai:gpt-4o-mini, ollama:llama3.2, or an "
+        "import path package.module:model)",
+    )
 
 
 def validate_command(args: argparse.Namespace) -> int:
     """Check the file (every problem at once) and the inputs its templates need."""
-    loaded = _load(args.file, args.input, model=None, for_validation=True)
+    loaded = _load(args.file, args.input, model=args.model, for_validation=True)
     if isinstance(loaded, int):
         return loaded
-    ensemble, inputs = loaded
+    ensemble, inputs, _ = loaded
     missing = _missing_inputs(ensemble, inputs)
     tasks = len(ensemble.tasks) + sum(len(phase.tasks) for phase in ensemble.phases)
     note = f" (needs --input for: {', '.join(missing)})" if missing else ""
@@ -79,50 +80,61 @@ def validate_command(args: argparse.Namespace) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the file's ensemble and print its result."""
-    from agentensemble.errors import ValidationError
     from agentensemble.options import RunOptions
 
     loaded = _load(args.file, args.input, model=args.model, for_validation=False)
     if isinstance(loaded, int):
         return loaded
-    ensemble, inputs = loaded
+    _, inputs, llm = loaded
     completed = _CompletedOutputs()
     listeners: list[object] = [completed]
     if not args.quiet:
         from agentensemble.observability import ConsoleProgress
 
         listeners.append(ConsoleProgress())
-    try:
-        ensemble = _with_extras(ensemble, trace=args.trace, dashboard=args.dashboard)
-        options = RunOptions(timeout=args.timeout, listeners=listeners)
-    except (ValidationError, ImportError, OSError) as error:
-        return _bad_input(str(error))
-    try:
-        return _execute(ensemble, inputs, options, completed, as_json=args.json)
-    finally:
-        if ensemble.web_dashboard is not None:
-            ensemble.web_dashboard.stop()
+    options = RunOptions(timeout=args.timeout, listeners=listeners)
+    return _execute(_run_file(args, inputs, options, llm), completed, as_json=args.json)
+
+
+async def _run_file(
+    args: argparse.Namespace, inputs: dict[str, str], options: RunOptions, llm: object
+) -> EnsembleOutput:
+    """The file's ensemble (its MCP servers connected), with the trace exporter and the
+    dashboard the command asks for, run once."""
+    from agentensemble.declarative import open_ensemble
+
+    async with contextlib.AsyncExitStack() as stack:
+        ensemble = await stack.enter_async_context(open_ensemble(args.file, _checked, llm=llm))
+        changes: dict[str, Any] = {}
+        if args.trace:
+            from agentensemble.observability import JsonTraceExporter
+
+            changes["trace_exporter"] = JsonTraceExporter(args.trace)
+        if args.dashboard:
+            from agentensemble.web import WebDashboard
+
+            web = await stack.enter_async_context(WebDashboard(port=0))
+            print(f"Dashboard: {web.url}", file=sys.stderr)
+            changes["web_dashboard"] = web
+        if changes:
+            ensemble = dataclasses.replace(ensemble, **changes)
+        return await ensemble.arun(inputs, options)
 
 
 def _execute(
-    ensemble: Ensemble,
-    inputs: dict[str, str],
-    options: RunOptions,
-    completed: _CompletedOutputs,
-    *,
-    as_json: bool,
+    run: Coroutine[Any, Any, EnsembleOutput], completed: _CompletedOutputs, *, as_json: bool
 ) -> int:
     import asyncio
 
     from agentensemble.errors import AgentEnsembleError, PromptTemplateError, ValidationError
 
     try:
-        output = asyncio.run(ensemble.arun(inputs, options))
+        output = asyncio.run(run)
     except KeyboardInterrupt:
         print("\nStopped by Ctrl-C.", file=sys.stderr)
         _print_partial(completed.outputs, as_json, reason="INTERRUPTED")
         return EXIT_INTERRUPTED
-    except (ValidationError, PromptTemplateError) as error:
+    except (ValidationError, PromptTemplateError, ImportError) as error:
         return _bad_input(str(error))
     except AgentEnsembleError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -135,9 +147,8 @@ def _execute(
 
 def _load(
     file: str, raw_inputs: Sequence[str], *, model: str | None, for_validation: bool
-) -> tuple[Ensemble, dict[str, str]] | int:
-    from agentensemble.declarative import model_from_text
-    from agentensemble.ensemble import Ensemble
+) -> tuple[Ensemble, dict[str, str], object] | int:
+    from agentensemble.declarative import load_ensemble, model_from_text, omit_mcp
     from agentensemble.errors import AgentEnsembleError, EnsembleFileError
 
     inputs = _parse_inputs(raw_inputs)
@@ -150,7 +161,7 @@ def _load(
         text = str(error)
         return _bad_input(text if text.startswith("--model") else f"--model: {text}")
     try:
-        ensemble = Ensemble.from_yaml(file, llm=llm)
+        ensemble = load_ensemble(file, _checked, llm=llm, mcp=omit_mcp)  # nothing connects
     except EnsembleFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -163,7 +174,14 @@ def _load(
         missing = _check_templates(ensemble, inputs)
         if missing is not None:
             return _bad_input(missing)
-    return ensemble, inputs
+    return ensemble, inputs, llm
+
+
+def _checked(**fields: Any) -> Ensemble:
+    from agentensemble._run import checked_ensemble
+    from agentensemble.ensemble import Ensemble
+
+    return checked_ensemble(Ensemble(**fields))
 
 
 def _parse_inputs(raw: Sequence[str]) -> dict[str, str] | int:
@@ -204,22 +222,6 @@ def _check_templates(ensemble: Ensemble, inputs: dict[str, str]) -> str | None:
         return None
     flags = " ".join(f"--input {name}=..." for name in missing)
     return f"the file's tasks need inputs it does not set: {', '.join(missing)} (pass {flags})"
-
-
-def _with_extras(ensemble: Ensemble, *, trace: str | None, dashboard: bool) -> Ensemble:
-    changes: dict[str, Any] = {}
-    if trace:
-        from agentensemble.observability import JsonTraceExporter
-
-        changes["trace_exporter"] = JsonTraceExporter(trace)
-    if dashboard:
-        from agentensemble.web import WebDashboard
-
-        web = WebDashboard(port=0)
-        web.start()
-        print(f"Dashboard: {web.url}", file=sys.stderr)
-        changes["web_dashboard"] = web
-    return dataclasses.replace(ensemble, **changes) if changes else ensemble
 
 
 class _CompletedOutputs:

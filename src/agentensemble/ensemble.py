@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -296,6 +297,25 @@ class Ensemble(EnsembleSettings):
             return checked_ensemble(cls(**fields))
 
         return load_ensemble(path, make, tools=tools, llm=llm)
+
+    @classmethod
+    def open_yaml(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        tools: Mapping[str, object] | None = None,
+        llm: Any = None,
+    ) -> AbstractAsyncContextManager[Ensemble]:
+        """`from_yaml` for a file whose tools include MCP servers: ``async with
+        Ensemble.open_yaml(path) as ensemble:`` connects them, and closes them (stopping
+        their processes) when the block ends."""
+        from agentensemble._run import checked_ensemble
+        from agentensemble.declarative import open_ensemble
+
+        def make(**fields: Any) -> Ensemble:
+            return checked_ensemble(cls(**fields))
+
+        return open_ensemble(path, make, tools=tools, llm=llm)
 
     def run_many(
         self,

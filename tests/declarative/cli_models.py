@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agentensemble import FunctionModel
+from agentensemble import FunctionModel, ScriptedModel, tool_call
 from agentensemble.models import Message, ToolSpec
 
 
@@ -47,3 +47,8 @@ def fails_on_second_task() -> FunctionModel:
         return f"done: {_first_line(messages)}"
 
     return FunctionModel(answer)
+
+
+def adds_two_and_three() -> ScriptedModel:
+    """Calls the MCP test server's ``add`` tool, then answers with what it said."""
+    return ScriptedModel([tool_call("add", a=2, b=3), "2 + 3 = 5"])

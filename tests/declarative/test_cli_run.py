@@ -243,3 +243,26 @@ def test_dashboard_serves_during_the_run_and_stops_after_it() -> None:
     assert result.returncode == 0, result.stderr  # the process ended: the server stopped
     assert result.stderr.startswith("Dashboard: http://127.0.0.1:")
     assert result.stdout.startswith("done: Write a short report")
+
+
+def test_run_connects_the_files_mcp_servers_and_validate_does_not(tmp_path: Path) -> None:
+    server = ROOT / "tests" / "tools" / "mcp_server.py"
+    crew = tmp_path / "crew.yaml"
+    crew.write_text(
+        "agents:\n  adder:\n    role: Adder\n    goal: Add\n    tools:\n"
+        f"      - mcp: {{command: {sys.executable}, args: ['{server}']}}\n"
+        "tasks:\n  add: {description: Add 2 and 3, agent: adder}\n",
+        encoding="utf-8",
+    )
+    validated = agentensemble("validate", crew, "--model", f"{MODELS}:echo")
+    assert validated.returncode == 0, validated.stderr
+    ran = agentensemble("run", crew, "--model", f"{MODELS}:adds_two_and_three", "--json", "-q")
+    assert ran.returncode == 0, ran.stderr
+    (task,) = json.loads(ran.stdout)["task_outputs"]
+    assert (task["raw"], task["tool_calls"]) == ("2 + 3 = 5", 1)
+
+    crew.write_text(crew.read_text().replace(sys.executable, "/nonexistent/mcp-server"))
+    failed = agentensemble("run", crew, "--model", f"{MODELS}:adds_two_and_three", "-q")
+    assert failed.returncode == 1  # connecting fails, clearly
+    assert failed.stderr.startswith("error: Could not connect to MCP server /nonexistent/")
+    assert "Traceback" not in failed.stderr

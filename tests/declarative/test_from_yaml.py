@@ -4,6 +4,7 @@ their Python equivalents do."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from agentensemble.models import Message, ToolSpec
 from agentensemble.tools import CalculatorTool, FileReadTool
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "yaml"
+MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_server.py"
 DOCS = Path(__file__).parents[2] / "docs"
 
 
@@ -259,3 +261,71 @@ def test_every_schema_field_is_a_field_of_the_python_api() -> None:
     assert set(definitions["TaskSpec"]["properties"]) - {"name"} <= parameters(Task)
     ensemble_fields = parameters(Ensemble) | {"memory"}  # memory: the store, by kind
     assert set(schema["properties"]) <= ensemble_fields
+
+
+def test_memory_review_and_rate_limits_are_built(tmp_path: Path) -> None:
+    from agentensemble.memory import SqliteMemoryStore
+    from agentensemble.models import RateLimit
+    from agentensemble.review import Review
+
+    path = write(
+        tmp_path / "crew.yaml",
+        """
+memory: sqlite
+rate_limit: {requests: 30, period: 60}
+review_handler: auto_approve
+tasks:
+  fetch:
+    description: Fetch
+    review: required
+    memory: [pages]
+    timeout: 30
+""",
+    )
+    ensemble = Ensemble.from_yaml(path, llm=ScriptedModel([]))
+    task = ensemble.tasks[0]
+    assert isinstance(ensemble.memory_store, SqliteMemoryStore)
+    assert isinstance(ensemble.rate_limit, RateLimit)
+    assert isinstance(task.review, Review)
+    assert ensemble.review_handler is not None
+    assert task.timeout == 30
+    assert [scope.name for scope in task.memory] == ["pages"]
+
+
+MCP_CREW = f"""
+agents:
+  adder:
+    role: Adder
+    goal: Add
+    tools:
+      - mcp: {{command: {sys.executable}, args: [{MCP_SERVER}], prefix: local}}
+tasks:
+  add: {{description: Add 2 and 3, agent: adder}}
+"""
+
+
+async def test_mcp_servers_connect_for_the_block_of_open_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path / "crew.yaml", MCP_CREW)
+    model = ScriptedModel([tool_call("local_add", a=2, b=3), "5"])
+    async with Ensemble.open_yaml(path, llm=model) as ensemble:
+        agent = ensemble.tasks[0].agent
+        assert agent is not None
+        (server,) = agent.tools
+        assert "local_add" in agent.tool_set.by_name
+        output = await ensemble.arun()
+    assert output.raw == "5"
+    assert output.task_outputs[0].tool_call_count == 1
+    assert not server.connected  # type: ignore[attr-defined]  # closed with the block
+
+
+def test_from_yaml_refuses_mcp_servers_and_says_what_to_use(tmp_path: Path) -> None:
+    path = write(tmp_path / "crew.yaml", MCP_CREW)
+    with pytest.raises(EnsembleFileError) as caught:
+        Ensemble.from_yaml(path, llm=ScriptedModel([]))
+    (problem,) = caught.value.problems
+    assert problem.field == "agents.adder.tools[0]"
+    assert "async with Ensemble.open_yaml(path) as ensemble" in problem.message
+
+    write(path, "agents:\n  a: {role: A, goal: G, tools: [{mcp: {args: [x]}}]}\n")
+    with pytest.raises(EnsembleFileError, match=r"an MCP server needs either command"):
+        Ensemble.from_yaml(path, llm=ScriptedModel([]))

@@ -9,10 +9,12 @@ tasks and phases, checking the names they refer to and their import paths (`_bui
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -22,15 +24,28 @@ from agentensemble.declarative._reference import yaml_reference
 from agentensemble.declarative._schema import ENTRY_MODELS, EnsembleSpec, ensemble_file_schema
 from agentensemble.declarative._source import Path_, Source, read_source
 from agentensemble.declarative._spec_errors import schema_problems
-from agentensemble.errors import EnsembleFileError, FileProblem
+from agentensemble.declarative._tools import (
+    McpServers,
+    ToolProblem,
+    make_tool,
+    mcp_entries,
+    omit_mcp,
+    refuse_mcp,
+)
+from agentensemble.errors import AgentEnsembleError, EnsembleFileError, FileProblem
 
 __all__ = [
     "DIRECTORY_FILES",
     "ensemble_file_schema",
     "load_ensemble",
     "model_from_text",
+    "omit_mcp",
+    "open_ensemble",
     "yaml_reference",
 ]
+
+if TYPE_CHECKING:
+    from agentensemble.tools import McpTools
 
 E = TypeVar("E")
 M = TypeVar("M", bound=BaseModel)
@@ -47,13 +62,70 @@ def load_ensemble(
     tools: Mapping[str, object] | None = None,
     llm: object | None = None,
     environ: Mapping[str, str] | None = None,
+    mcp: McpServers = refuse_mcp,
 ) -> E:
     """``make(**fields)`` for the ensemble the file (or directory) at `path` declares.
-    Raises `EnsembleFileError` with every problem found."""
+    Raises `EnsembleFileError` with every problem found. `mcp` says what the file's MCP
+    servers become (by default they are refused: see `open_ensemble`)."""
     try:
-        source = _read(Path(path), environ)
-        spec, declared, problems = _checked(source)
-        builder = Builder(source, spec, dict(tools or {}), llm, problems, declared)
+        loaded = _Loaded.of(Path(path), environ)
+        return loaded.build(make, tools=tools, llm=llm, mcp=mcp)
+    except ProblemList as problems:
+        raise EnsembleFileError(_in_file_order(problems.problems)) from None
+
+
+@contextlib.asynccontextmanager
+async def open_ensemble(
+    path: str | PathLike[str],
+    make: Callable[..., E],
+    *,
+    tools: Mapping[str, object] | None = None,
+    llm: object | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AsyncIterator[E]:
+    """`load_ensemble`, with the file's MCP servers connected until the block ends."""
+    try:
+        loaded = _Loaded.of(Path(path), environ)
+        servers = loaded.mcp_servers()
+    except ProblemList as problems:
+        raise EnsembleFileError(_in_file_order(problems.problems)) from None
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers.values():
+            await stack.enter_async_context(server)
+        try:
+            ensemble = loaded.build(
+                make, tools=tools, llm=llm, mcp=lambda where, _: servers.get(where)
+            )
+        except ProblemList as problems:
+            raise EnsembleFileError(_in_file_order(problems.problems)) from None
+        yield ensemble
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """A file read and its entries checked one by one: ready to build."""
+
+    source: Source
+    spec: EnsembleSpec
+    declared: dict[str, list[str]]
+    problems: list[FileProblem]
+
+    @classmethod
+    def of(cls, path: Path, environ: Mapping[str, str] | None) -> _Loaded:
+        source = _read(path, environ)
+        return cls(source, *_checked(source))
+
+    def build(
+        self,
+        make: Callable[..., E],
+        *,
+        tools: Mapping[str, object] | None,
+        llm: object | None,
+        mcp: McpServers,
+    ) -> E:
+        builder = Builder(
+            self.source, self.spec, dict(tools or {}), llm, list(self.problems), mcp, self.declared
+        )
         arguments = builder.ensemble_arguments()
         if builder.problems:
             raise ProblemList(builder.problems)
@@ -61,8 +133,23 @@ def load_ensemble(
         if builder.problems or made is None:
             raise ProblemList(builder.problems)
         return made
-    except ProblemList as problems:
-        raise EnsembleFileError(_in_file_order(problems.problems)) from None
+
+    def mcp_servers(self) -> dict[Path_, McpTools]:
+        """Every ``mcp`` entry of the file's tools lists, by its path, as an `McpTools`
+        not yet connected (an entry that cannot be made is left to the build to report)."""
+        servers: dict[Path_, McpTools] = {}
+        base_dir = Path(self.source.file).resolve().parent
+        owners = [("agents", name, spec.tools) for name, spec in self.spec.agents.items()]
+        owners += [("tasks", name, spec.tools) for name, spec in self.spec.tasks.items()]
+        for kind, name, entries in owners:
+            for index, settings in mcp_entries(entries):
+                where: Path_ = (kind, name, "tools", index)
+                with contextlib.suppress(ToolProblem, AgentEnsembleError, ImportError):
+                    made = make_tool(
+                        {"mcp": settings}, {}, base_dir, path=where, mcp=lambda _, server: server
+                    )
+                    servers[where] = cast("McpTools", made)
+        return servers
 
 
 def _read(path: Path, environ: Mapping[str, str] | None) -> Source:

@@ -25,7 +25,7 @@ from agentensemble.declarative._schema import (
     TaskSpec,
 )
 from agentensemble.declarative._source import Path_, Source
-from agentensemble.declarative._tools import ToolProblem, make_tool
+from agentensemble.declarative._tools import McpServers, ToolProblem, make_tool, refuse_mcp
 from agentensemble.enums import Workflow
 from agentensemble.errors import AgentEnsembleError, FileProblem, ValidationError
 from agentensemble.phase import Phase
@@ -68,6 +68,8 @@ class Builder:
     tools: Mapping[str, object]
     llm: object | None
     problems: list[FileProblem] = field(default_factory=list)
+    mcp: McpServers = refuse_mcp
+    """What the file's MCP servers become (connected ones, when opened)."""
     declared: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Every name the file declares under agents, tasks and phases, including entries that
     failed their own checks (already reported): a reference to one is not a problem."""
@@ -381,10 +383,14 @@ class Builder:
     def tool_list(self, entries: list[Any], path: Path_) -> list[object]:
         tools: list[object] = []
         for index, entry in enumerate(entries):
+            where = (*path, index)
             try:
-                tools.append(make_tool(entry, self.tools, self.base_dir))
+                made = make_tool(entry, self.tools, self.base_dir, path=where, mcp=self.mcp)
             except (ToolProblem, AgentEnsembleError, ImportFailed, ImportError) as error:
-                self.fail((*path, index), _message(error))
+                self.fail(where, _message(error))
+            else:
+                if made is not None:
+                    tools.append(made)
         return tools
 
     def imported(self, import_path: str, path: Path_, *, instantiate: bool = False) -> Any:

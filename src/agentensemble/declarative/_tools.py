@@ -12,7 +12,16 @@ from typing import Any
 from agentensemble.declarative._imports import ImportFailed, import_object
 from agentensemble.declarative._problems import did_you_mean
 
-__all__ = ["BUILTIN_TOOLS", "ToolProblem", "make_tool"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "McpServers",
+    "ToolProblem",
+    "make_tool",
+    "mcp_entries",
+    "mcp_server",
+    "omit_mcp",
+    "refuse_mcp",
+]
 
 BUILTIN_TOOLS: dict[str, str] = {
     "calculator": "agentensemble.tools._calculator:CalculatorTool",
@@ -40,8 +49,39 @@ class ToolProblem(Exception):
     """A tool entry that cannot be made; the message says why."""
 
 
-def make_tool(entry: object, given: Mapping[str, object], base_dir: Path) -> object:
-    """The tool (or MCP server) an entry of a `tools` list names."""
+McpServers = Callable[[tuple[str | int, ...], object], object | None]
+"""What an ``mcp`` entry becomes, given its path in the file and its `McpTools` (made from
+its settings, not connected): the connected server, None to leave it out (checking a file
+without running it), or a `ToolProblem` raised."""
+
+
+def refuse_mcp(path: tuple[str | int, ...], server: object) -> object | None:
+    """`McpServers` for `Ensemble.from_yaml`, which cannot hold a connection open."""
+    raise ToolProblem(
+        "an MCP server connects while the ensemble is in use: open the file with "
+        "`async with Ensemble.open_yaml(path) as ensemble:` or run it with `agentensemble run`"
+    )
+
+
+def mcp_entries(entries: list[Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The ``mcp`` entries of a tools list: their index and settings."""
+    found = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, dict) and list(entry) == ["mcp"] and isinstance(entry["mcp"], dict):
+            found.append((index, entry["mcp"]))
+    return found
+
+
+def make_tool(
+    entry: object,
+    given: Mapping[str, object],
+    base_dir: Path,
+    *,
+    path: tuple[str | int, ...] = (),
+    mcp: McpServers = refuse_mcp,
+) -> object | None:
+    """The tool (or MCP server) an entry of a `tools` list names; None for an MCP server
+    left out (see `McpServers`)."""
     name, settings = _name_and_settings(entry)
     if name in given:
         if settings:
@@ -52,7 +92,7 @@ def make_tool(entry: object, given: Mapping[str, object], base_dir: Path) -> obj
         for key, value in settings.items()
     }
     if name == "mcp":
-        return _mcp_server(settings)
+        return mcp(path, mcp_server(settings))
     if name == "web_search":
         return _web_search(settings)
     if name in BUILTIN_TOOLS:
@@ -64,7 +104,8 @@ def make_tool(entry: object, given: Mapping[str, object], base_dir: Path) -> obj
             raise ToolProblem(str(error)) from None
         if settings or isinstance(target, type):
             return _call(target, settings, name)
-        return target
+        imported: object = target
+        return imported
     known = [*BUILTIN_TOOLS, *given, "mcp"]
     raise ToolProblem(
         f"unknown tool '{name}'{did_you_mean(name, known)} (built-in tools: "
@@ -90,13 +131,20 @@ def _name_and_settings(entry: object) -> tuple[str, dict[str, Any]]:
     return str(name), settings
 
 
-def _mcp_server(settings: dict[str, Any]) -> object:
+def mcp_server(settings: dict[str, Any]) -> object:
+    """An `McpTools` (not connected) from an ``mcp`` entry's settings."""
     from agentensemble.tools import McpTools
 
     if ("command" in settings) == ("url" in settings):
         raise ToolProblem("an MCP server needs either command (a subprocess) or url")
     factory = McpTools.stdio if "command" in settings else McpTools.http
     return _call(factory, settings, "mcp")
+
+
+def omit_mcp(path: tuple[str | int, ...], server: object) -> object | None:
+    """`McpServers` for checking a file: the entry's settings are checked, the server is
+    neither connected nor kept."""
+    return None
 
 
 def _web_search(settings: dict[str, Any]) -> object:
