@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from agentensemble._checks import require_int
@@ -27,6 +27,11 @@ async def run_batch(
 ) -> list[R | Exception]:
     """`run(inputs, options)` for each inputs mapping, at most `max_concurrency` at once;
     each result or error at its inputs' index."""
+    if isinstance(inputs_list, Mapping):
+        raise ValidationError(
+            "run_many inputs_list must be a list of inputs mappings, got one mapping: "
+            f"wrap it in a list, [{inputs_list!r}]"
+        )
     if isinstance(inputs_list, str | bytes) or not isinstance(inputs_list, Iterable):
         raise ValidationError(
             f"run_many inputs_list must be a list of inputs mappings, got: {inputs_list!r}"

@@ -74,12 +74,17 @@ def validate_command(args: argparse.Namespace) -> int:
     missing = _missing_inputs(ensemble, inputs)
     tasks = len(ensemble.tasks) + sum(len(phase.tasks) for phase in ensemble.phases)
     note = f" (needs --input for: {', '.join(missing)})" if missing else ""
+    for warning in ensemble._validated.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"{args.file}: ok, {tasks} tasks{note}", file=sys.stderr)
     return EXIT_COMPLETED
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the file's ensemble and print its result."""
+    from pathlib import Path
+
+    from agentensemble.errors import ValidationError
     from agentensemble.options import RunOptions
 
     loaded = _load(args.file, args.input, model=args.model, for_validation=False)
@@ -92,7 +97,12 @@ def run_command(args: argparse.Namespace) -> int:
         from agentensemble.observability import ConsoleProgress
 
         listeners.append(ConsoleProgress())
-    options = RunOptions(timeout=args.timeout, listeners=listeners)
+    try:
+        options = RunOptions(timeout=args.timeout, listeners=listeners)
+    except ValidationError as error:
+        return _bad_input(str(error).replace("RunOptions timeout", "--timeout"))
+    if args.trace and Path(args.trace).exists() and not Path(args.trace).is_dir():
+        return _bad_input(f"--trace must be a directory, got a file: {args.trace}")
     return _execute(_run_file(args, inputs, options, llm), completed, as_json=args.json)
 
 
@@ -209,10 +219,12 @@ def _missing_inputs(ensemble: Ensemble, inputs: dict[str, str]) -> list[str]:
 
     given = {**ensemble.inputs, **inputs}
     tasks = [*ensemble.tasks, *(task for phase in ensemble.phases for task in phase.tasks)]
+    agents = [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
+    texts = [text for task in tasks for text in (task.description, task.expected_output)]
+    texts += [text or "" for agent in agents for text in (agent.role, agent.goal, agent.background)]
     needed: dict[str, None] = {}
-    for task in tasks:
-        for text in (task.description, task.expected_output):
-            needed.update(dict.fromkeys(template_variables(text)))
+    for text in texts:
+        needed.update(dict.fromkeys(template_variables(text)))
     return [name for name in needed if name not in given]
 
 

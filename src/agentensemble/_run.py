@@ -189,7 +189,9 @@ async def run_ensemble(
     shape = _validate(ensemble)
     every = shape.all_tasks
     texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
-    agents = resolve_agents(every, run_inputs)
+    agents = resolve_agents(
+        [*(task.agent for task in every if task.agent is not None), *ensemble.agents], run_inputs
+    )
     await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape, agents)
     exporter = _exporter(ensemble, run.capture_mode)
@@ -485,7 +487,7 @@ async def _plan(
     spec = workflow_spec(shape.workflow)
     groups = await _plan_groups(ensemble, shape, texts, run, synthesis)
     planned = tuple(task for group in groups for task in group.tasks)
-    team = _team(ensemble, spec, planned)
+    team = _team(ensemble, spec, planned, run)
     added: list[PlannedTask] = []
     composed = None
     executor: WorkflowExecutor
@@ -686,7 +688,9 @@ def _review_rules(ensemble: Ensemble, spec: WorkflowSpec) -> ReviewRules | None:
     return ReviewRules(policy, in_order=spec.ordered)
 
 
-def _team(ensemble: Ensemble, spec: WorkflowSpec, planned: tuple[PlannedTask, ...]) -> Team | None:
+def _team(
+    ensemble: Ensemble, spec: WorkflowSpec, planned: tuple[PlannedTask, ...], run: RunContext
+) -> Team | None:
     """The run's delegation team, checked against the hierarchical constraints when a
     manager delegates; None when nobody may delegate."""
     managed = spec.has_manager
@@ -695,7 +699,7 @@ def _team(ensemble: Ensemble, spec: WorkflowSpec, planned: tuple[PlannedTask, ..
     constraints = ensemble.hierarchical_constraints if managed else None
     team = Team.of(
         planned,
-        ensemble.agents,
+        [run.agents.get(agent, agent) for agent in ensemble.agents],
         policies=ensemble.delegation_policies,
         max_depth=resolved(ensemble.max_delegation_depth),
         constraints=constraints,

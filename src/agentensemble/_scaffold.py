@@ -98,6 +98,23 @@ pytest
 """
 
 
+_CONVERTED_README = """\
+# {name}
+
+Converted from the CrewAI project in `{source}` by `agentensemble new --from-crewai`.
+
+```bash
+pip install "agentensemble[openai,cli]"
+agentensemble validate ensemble.yaml
+agentensemble run ensemble.yaml --model openai:gpt-4o-mini --input topic=...
+```
+
+Each task lists the earlier tasks as `context`: CrewAI passes every earlier output to a
+task of a sequential crew. Tools written in Python are not converted: name them in an
+agent's `tools:` by import path (`package.module:tool`).
+"""
+
+
 def add_new_command(commands: Any) -> None:
     """The ``new`` subcommand."""
     new = commands.add_parser("new", help="create a project: a YAML ensemble, a tool, a test")
@@ -121,7 +138,7 @@ def new_command(args: argparse.Namespace) -> int:
         return 2
     name = target.name
     files = {
-        "ensemble.yaml": _ENSEMBLE.format(name=name),
+        "ensemble.yaml": _ENSEMBLE.format(name=json.dumps(name)),
         "custom_tools.py": _TOOLS,
         "test_ensemble.py": _TEST,
         "README.md": _README.format(name=name),
@@ -134,6 +151,7 @@ def new_command(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         files["ensemble.yaml"] = converted
+        files["README.md"] = _CONVERTED_README.format(name=name, source=args.from_crewai)
         del files["test_ensemble.py"], files["custom_tools.py"]
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
@@ -153,6 +171,15 @@ _AGENT_KEYS = {
     "max_iter": "max_iterations",
 }
 _TASK_KEYS = {"description": "description", "expected_output": "expected_output"}
+_LEFT_OUT = {
+    "tools": "name tools by import path in the agent's tools: list",
+    "async_execution": "set workflow: parallel to run tasks as a DAG of their context",
+    "output_file": "write the output from a handler task, or from output.raw",
+    "output_pydantic": "set output_type: package.module:Model",
+    "output_json": "set output_type: package.module:Model",
+    "max_rpm": "set rate_limit: {requests: N, period: 60}",
+    "memory": "set short_term_memory or memory scopes",
+}
 
 
 def convert_crewai(directory: Path, name: str) -> tuple[str, list[str]]:
@@ -174,7 +201,8 @@ def convert_crewai(directory: Path, name: str) -> tuple[str, list[str]]:
         converted = _converted(settings, _TASK_KEYS, f"task '{task}'", notes)
         if "agent" in settings:
             converted["agent"] = settings["agent"]
-        converted["context"] = list(settings.get("context") or tasks)
+        context = settings.get("context") or list(tasks)
+        converted["context"] = [context] if isinstance(context, str) else list(context)
         if not converted["context"]:
             del converted["context"]
         if settings.get("human_input"):
@@ -220,7 +248,7 @@ def _converted(
     handled = {*keys, "llm", "agent", "context", "human_input"}
     for key in settings:
         if key not in handled:
-            notes.append(f"{owner}: '{key}' has no YAML equivalent and was left out")
+            notes.append(f"{owner}: '{key}' was left out ({_LEFT_OUT.get(key, 'no equivalent')})")
     return {
         key: value.strip() if isinstance(value, str) else value for key, value in converted.items()
     }

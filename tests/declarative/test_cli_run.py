@@ -88,6 +88,19 @@ def test_validate_says_which_inputs_a_run_will_need(tmp_path: Path) -> None:
     assert result.stderr.endswith("ok, 1 tasks (needs --input for: thing)\n")
 
 
+def test_validate_names_agent_inputs_and_warns_like_a_run(tmp_path: Path) -> None:
+    path = tmp_path / "crew.yaml"
+    path.write_text(
+        "workflow: sequential\nagents:\n  a: {role: '{field} Analyst', goal: Analyse}\n"
+        "tasks:\n  one: {description: One, agent: a}\n  two: {description: Two, agent: a}\n"
+    )
+    result = agentensemble("validate", path, "--model", f"{MODELS}:echo")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("warning: In this SEQUENTIAL run, 'two' sees no earlier")
+    assert lines[-1].endswith("ok, 2 tasks (needs --input for: field)")
+
+
 def test_bad_input_exits_2_before_any_model_call(tmp_path: Path) -> None:
     needs = tmp_path / "needs.yaml"
     needs.write_text("tasks:\n  a:\n    description: Do {thing}\n")
@@ -100,7 +113,16 @@ def test_bad_input_exits_2_before_any_model_call(tmp_path: Path) -> None:
     no_model = agentensemble("run", CRAFT, "--model", "nowhere.models:fast")
     assert no_model.returncode == 2
     assert "error: --model: 'nowhere.models:fast' names no known provider" in no_model.stderr
-    assert "" == missing.stdout == malformed.stdout == no_model.stdout
+    zero = agentensemble("run", CRAFT, "--model", f"{MODELS}:echo", "--timeout", "0")
+    assert zero.returncode == 2
+    assert "error: --timeout must be a positive number of seconds, got: 0.0" in zero.stderr
+    a_file = tmp_path / "trace.json"
+    a_file.write_text("{}")
+    trace = agentensemble("run", CRAFT, "--model", f"{MODELS}:echo", "--trace", a_file)
+    assert trace.returncode == 2
+    assert f"--trace must be a directory, got a file: {a_file}" in trace.stderr
+    outputs = {missing.stdout, malformed.stdout, no_model.stdout, zero.stdout, trace.stdout}
+    assert outputs == {""}
 
 
 def test_a_failed_run_exits_1_with_what_completed() -> None:
@@ -189,6 +211,9 @@ def test_new_creates_a_project_whose_test_passes_as_created(tmp_path: Path) -> N
     assert "1 passed" in tests.stdout
     validated = agentensemble("validate", project / "ensemble.yaml", cwd=tmp_path)
     assert validated.returncode == 0, validated.stderr
+    odd = agentensemble("new", "#odd: name", cwd=tmp_path)
+    assert odd.returncode == 0, odd.stderr
+    assert 'name: "#odd: name"' in (tmp_path / "#odd: name" / "ensemble.yaml").read_text()
     again = agentensemble("new", "bee_report", cwd=tmp_path)
     assert again.returncode == 2
     assert "already exists" in again.stderr
@@ -199,7 +224,10 @@ def test_a_crewai_project_is_converted_then_runs(tmp_path: Path) -> None:
         "new", "ported", "--from-crewai", EXAMPLES / "crewai_project", cwd=tmp_path
     )
     assert converted.returncode == 0, converted.stderr
-    assert "note: task 'reporting_task': 'output_file' has no YAML equivalent" in converted.stderr
+    assert (
+        "note: task 'reporting_task': 'output_file' was left out (write the output"
+        in converted.stderr
+    )
     ensemble_file = tmp_path / "ported" / "ensemble.yaml"
     text = ensemble_file.read_text(encoding="utf-8")
     assert "background: You're a seasoned researcher" in text

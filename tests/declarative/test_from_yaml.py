@@ -329,3 +329,33 @@ def test_from_yaml_refuses_mcp_servers_and_says_what_to_use(tmp_path: Path) -> N
     write(path, "agents:\n  a: {role: A, goal: G, tools: [{mcp: {args: [x]}}]}\n")
     with pytest.raises(EnsembleFileError, match=r"an MCP server needs either command"):
         Ensemble.from_yaml(path, llm=ScriptedModel([]))
+
+
+def test_anchors_merge_keys_and_x_keys(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "crew.yaml",
+        """
+x-analyst: &analyst {role: Analyst, goal: Analyse, max_iterations: 3}
+agents:
+  first: {<<: *analyst, role: First Analyst}
+  second: *analyst
+tasks:
+  one: {description: One, agent: first}
+  two: {description: Two, agent: second}
+""",
+    )
+    ensemble = Ensemble.from_yaml(path, llm=ScriptedModel([]))
+    first, second = (task.agent for task in ensemble.tasks)
+    assert first is not None
+    assert second is not None
+    assert (first.role, first.max_iterations) == ("First Analyst", 3)
+    assert (second.role, second.goal) == ("Analyst", "Analyse")
+
+
+def test_names_are_text_whatever_they_look_like(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "crew.yaml",
+        "tasks:\n  1: {description: One}\n  true: {description: Two, context: ['1']}\n",
+    )
+    ensemble = Ensemble.from_yaml(path, llm=ScriptedModel([]))
+    assert [task.name for task in ensemble.tasks] == ["1", "true"]

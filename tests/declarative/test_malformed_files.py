@@ -1,6 +1,7 @@
 """Malformed ensemble files: each gives its exact problems, every one with the file, line,
 column and field, before any model call. Each `malformed/NAME.yaml` sits beside
-`NAME.expected`, its problems one per line (``FILE`` standing for the file's path)."""
+`NAME.expected`, its problems one per line (``FILE`` standing for the file's path, ``DIR``
+for its directory)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def test_a_malformed_file_names_each_problem_exactly(
     with pytest.raises(EnsembleFileError) as caught:
         Ensemble.from_yaml(path)
     problems = caught.value.problems
-    assert [str(problem).replace(str(path), "FILE") for problem in problems] == expected
+    shown = [
+        str(item).replace(str(path), "FILE").replace(str(tmp_path), "DIR") for item in problems
+    ]
+    assert shown == expected
     assert str(caught.value) == "\n".join(map(str, problems))
     assert all(problem.file == str(path) and problem.line >= 1 for problem in problems)

@@ -38,3 +38,25 @@ def test_a_missing_input_in_an_agent_is_refused_before_any_model_call() -> None:
         Ensemble(tasks=[Task("Research", agent=agent)]).run(inputs={"topic": "x"})
     assert caught.value.missing_variables == ("subject",)
     assert model.requests == []
+
+
+def test_workers_listed_only_in_agents_take_the_inputs_too() -> None:
+    from agentensemble import Workflow, tool_call
+
+    workers = ScriptedModel(["facts"])
+    researcher = Agent("{topic} Researcher", "Research", llm=workers)
+    writer = Agent("{topic} Writer", "Write", llm=workers)
+    manager = ScriptedModel(
+        [tool_call("delegate_task", agent_role="Bees Researcher", task_description="Go"), "done"]
+    )
+    output = Ensemble(
+        tasks=[Task("Research", agent=researcher)],
+        agents=[writer],
+        workflow=Workflow.HIERARCHICAL,
+        manager_llm=manager,
+    ).run(inputs={"topic": "Bees"})
+    prompt = "\n".join(str(message.text) for message in manager.requests[0].messages)
+    assert "Bees Researcher" in prompt
+    assert "Bees Writer" in prompt
+    assert "{topic}" not in prompt
+    assert output.task_outputs[0].agent_role == "Bees Researcher"

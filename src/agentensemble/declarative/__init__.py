@@ -197,11 +197,17 @@ def _checked(source: Source) -> tuple[EnsembleSpec, dict[str, list[str]], list[F
             ]
         )
     problems = list(source.problems)
-    settings = {key: value for key, value in data.items() if key not in ENTRY_MODELS}
+    settings = {
+        key: value
+        for key, value in data.items()
+        if key not in ENTRY_MODELS and not key.startswith("x-")  # x-*: a home for anchors
+    }
     entries: dict[str, dict[str, Any]] = {}
     declared: dict[str, list[str]] = {}
     for kind, model in ENTRY_MODELS.items():
-        raw = data.get(kind) or {}
+        raw = data.get(kind)
+        if raw is None:
+            continue
         if not isinstance(raw, dict):
             settings[kind] = raw  # the settings' check reports it
             continue
@@ -212,9 +218,25 @@ def _checked(source: Source) -> tuple[EnsembleSpec, dict[str, list[str]], list[F
             if checked is not None:
                 entries[kind][str(name)] = checked
     spec = _validated(source, EnsembleSpec, settings, (), problems)
+    problems = _without_echoes(problems, source.problems)
     if spec is None:
         raise ProblemList(problems)
     return spec.model_copy(update=entries), declared, problems
+
+
+def _without_echoes(problems: list[FileProblem], first: list[FileProblem]) -> list[FileProblem]:
+    """`problems` without the schema's complaints about values reading already reported
+    (a value that could not be read is None, which the schema then refuses again)."""
+    reported = {item.field for item in first}
+    return [
+        item
+        for item in problems
+        if item in first or not any(_within(item.field, field) for field in reported)
+    ]
+
+
+def _within(field: str, outer: str) -> bool:
+    return field == outer or field.startswith((f"{outer}.", f"{outer}["))
 
 
 def _validated(

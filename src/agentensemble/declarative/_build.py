@@ -6,6 +6,7 @@ the first, so `agentensemble validate` reports them all at once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -111,9 +112,7 @@ class Builder:
         arguments["agents"] = [
             agent for agent in self._agents.values() if not self._is_assigned(agent)
         ]
-        arguments["inputs"] = {
-            key: _as_text(value) for key, value in spec.inputs.items() if value is not None
-        }
+        arguments["inputs"] = dict(spec.inputs)  # numbers as text, None as "": check_inputs
         arguments.update(self.settings())
         return {key: value for key, value in arguments.items() if value is not None}
 
@@ -355,7 +354,9 @@ class Builder:
         if store == "in_memory":
             return MemoryStore.in_memory()
         path = None if isinstance(memory, str) else memory.path
-        return MemoryStore.sqlite(self.base_dir / (path or "memory.db"))
+        return self.construct(
+            ("memory",), lambda: MemoryStore.sqlite(self.base_dir / (path or "memory.db"))
+        )
 
     def _review_handler(self) -> object | None:
         from agentensemble.review import ReviewHandler
@@ -399,7 +400,13 @@ class Builder:
         except ImportFailed as error:
             self.fail(path, str(error))
             return None
-        return target() if instantiate and isinstance(target, type) else target
+        if not (instantiate and isinstance(target, type)):
+            return target
+        try:
+            return target()
+        except Exception as error:  # the class's own __init__: say so, do not crash
+            self.fail(path, f"cannot create {import_path}(): {type(error).__name__}: {error}")
+            return None
 
     def imported_list(
         self, paths: list[str], path: Path_, *, instantiate: bool = False
@@ -425,7 +432,7 @@ def _field_named(source: Source, path: Path_, message: str) -> Path_:
     for candidate in [
         key for key in source.keys if key[: len(path)] == path and len(key) == len(path) + 1
     ]:
-        if f" {candidate[-1]} " in f" {message} ":
+        if re.search(rf"(^|\s){re.escape(str(candidate[-1]))}(\[|\s|$)", message):
             return candidate
     return path
 
@@ -510,12 +517,6 @@ def _review(spec: str | ReviewSpec | None) -> object | None:
         required_role=spec.required_role,
         **extra,
     )
-
-
-def _as_text(value: str | int | float | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _message(error: BaseException) -> str:

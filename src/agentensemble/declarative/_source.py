@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,16 @@ __all__ = ["Source", "read_source"]
 Path_ = tuple[str | int, ...]
 
 _REFERENCE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_VALUES = 100_000
+"""Most values a file may hold once its aliases are expanded (a few lines of nested
+aliases can otherwise expand to millions)."""
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxdict = 6
+
+
+class _TooLarge(Exception):
+    """The file expands past `MAX_VALUES`."""
 
 
 @dataclass(slots=True)
@@ -73,8 +84,9 @@ class Source:
         return self.files.get(path[:1], self.file)
 
     def shown(self, path: Path_, value: object) -> str:
-        """`value` as a message may show it: a substituted value as its reference."""
-        return repr(self.written[path]) if path in self.written else repr(value)
+        """`value` as a message may show it: a substituted value as its reference, a long
+        one shortened."""
+        return repr(self.written[path]) if path in self.written else _SHORT.repr(value)
 
 
 def read_source(path: Path, environ: Mapping[str, str] | None = None) -> Source:
@@ -91,27 +103,34 @@ def read_source(path: Path, environ: Mapping[str, str] | None = None) -> Source:
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise ProblemList([problem(Located(file, 0, 0), "", f"cannot read: {reason}")]) from None
-    loader = yaml.SafeLoader(text)
+    source = Source(file, None)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - text.rfind("\n", 0, error.position)
+        message = f"not valid YAML: character #x{error.character:04x} is not allowed"
+        raise ProblemList([problem(Located(file, line, column), "", message)]) from None
     try:
         node = loader.get_single_node()
-    except yaml.MarkedYAMLError as error:
+        walker = _Walker(source, loader, os.environ if environ is None else environ)
+        source.data = {} if node is None else walker.value(node, ())
+    except yaml.YAMLError as error:
         raise ProblemList([_syntax_problem(file, error)]) from None
+    except _TooLarge:
+        message = f"holds more than {MAX_VALUES} values once its aliases are expanded"
+        raise ProblemList([problem(Located(file, 0, 0), "", message)]) from None
     finally:
         loader.dispose()
-    source = Source(file, None)
-    if node is None:
-        source.data = {}
-        return source
-    walker = _Walker(source, loader, os.environ if environ is None else environ)
-    source.data = walker.value(node, ())
     source.problems = walker.problems
     return source
 
 
 def _syntax_problem(file: str, error: Any) -> FileProblem:
-    mark = error.problem_mark or error.context_mark
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     line, column = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-    what = " ".join(part for part in (error.context, error.problem) if part)
+    parts = (getattr(error, "context", None), getattr(error, "problem", None))
+    what = " ".join(part for part in parts if part) or str(error)
     if "flow mapping" in what or "flow sequence" in what:
         what += " (text with {placeholders} inside { } or [ ] must be quoted: 'Research {topic}')"
     return problem(Located(file, line, column), "", f"not valid YAML: {what}")
@@ -125,28 +144,62 @@ class _Walker:
         self.loader = loader
         self.environ = environ
         self.problems: list[FileProblem] = []
+        self._open: set[int] = set()
+        """The nodes being walked (an alias back to one of them is a cycle)."""
+        self._count = 0
 
     def value(self, node: Any, path: Path_) -> Any:
         import yaml
 
+        self._count += 1
+        if self._count > MAX_VALUES:
+            raise _TooLarge
         self.source.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.value(item, (*path, index)) for index, item in enumerate(node.value)]
-        scalar = self.loader.construct_object(node)
+        if id(node) in self._open:
+            self._fail(path, "an alias refers to a mapping or list that contains it")
+            return None
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            self._open.add(id(node))
+            try:
+                if isinstance(node, yaml.MappingNode):
+                    return self._mapping(node, path)
+                return [self.value(item, (*path, index)) for index, item in enumerate(node.value)]
+            finally:
+                self._open.discard(id(node))
+        return self._scalar(node, path)
+
+    def _scalar(self, node: Any, path: Path_) -> Any:
+        import yaml
+
+        try:
+            scalar = self.loader.construct_object(node)
+        except (yaml.YAMLError, ValueError, TypeError) as error:
+            what = getattr(error, "problem", None) or str(error)
+            self._fail(path, f"not a value: {what}")
+            return None
         if isinstance(scalar, str) and "$" in scalar:
             return self._substituted(scalar, path)
         return scalar
 
-    def _mapping(self, node: Any, path: Path_) -> dict[Any, Any]:
-        self.loader.flatten_mapping(node)  # YAML merge keys (<<: *defaults)
-        result: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = self.loader.construct_object(key_node)
-            here = (*path, str(key))
+    def _mapping(self, node: Any, path: Path_) -> dict[str, Any]:
+        """The mapping, keys as text; explicit keys override merged ones (``<<: *base``)
+        and may not repeat."""
+        explicit = [pair for pair in node.value if pair[0].tag != "tag:yaml.org,2002:merge"]
+        self.loader.flatten_mapping(node)
+        merged = node.value[: len(node.value) - len(explicit)]
+        result: dict[str, Any] = {}
+        for key_node, value_node in merged:
+            key = self._key(key_node, path)
+            if key is not None and key not in result:
+                result[key] = self.value(value_node, (*path, key))
+        written: set[str] = set()
+        for key_node, value_node in explicit:
+            key = self._key(key_node, path)
+            if key is None:
+                continue
+            here = (*path, key)
             where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            if key in result:
+            if key in written:
                 first_line = self.source.keys[here][0]
                 self.problems.append(
                     problem(
@@ -156,9 +209,26 @@ class _Walker:
                     )
                 )
                 continue
+            written.add(key)
             self.source.keys[here] = where
             result[key] = self.value(value_node, here)
         return result
+
+    def _key(self, node: Any, path: Path_) -> str | None:
+        """A key as text (names are text: ``1:`` is the name ``"1"``); None for a key that
+        is a list or a mapping."""
+        import yaml
+
+        if not isinstance(node, yaml.ScalarNode):
+            where = (node.start_mark.line + 1, node.start_mark.column + 1)
+            self.problems.append(
+                problem(Located(self.source.file, *where), dotted(path), "a key must be a name")
+            )
+            return None
+        return str(node.value)
+
+    def _fail(self, path: Path_, message: str) -> None:
+        self.problems.append(problem(self.source.at(path), dotted(path), message))
 
     def _substituted(self, text: str, path: Path_) -> str:
         def replace(match: re.Match[str]) -> str:

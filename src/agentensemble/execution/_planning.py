@@ -207,15 +207,14 @@ def resolve_texts(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> list
 _AGENT_TEXTS = ("role", "goal", "background")
 
 
-def resolve_agents(tasks: Sequence[Task[Any]], inputs: Mapping[str, str]) -> dict[Agent, Agent]:
-    """Each task's agent whose role, goal or background hold template variables, mapped to
-    a copy with `inputs` filled in (the same model, tools and rate-limit bucket). Raises
+def resolve_agents(agents: Iterable[Agent], inputs: Mapping[str, str]) -> dict[Agent, Agent]:
+    """Each agent whose role, goal or background hold template variables, mapped to a copy
+    with `inputs` filled in (the same model, tools and rate-limit bucket). Raises
     `PromptTemplateError` naming every variable missing."""
     templated = {
-        task.agent: None
-        for task in tasks
-        if task.agent is not None
-        and any("{" in (getattr(task.agent, name) or "") for name in _AGENT_TEXTS)
+        agent: None
+        for agent in agents
+        if any("{" in (getattr(agent, name) or "") for name in _AGENT_TEXTS)
     }
     _require_inputs(
         (getattr(agent, name) or "" for agent in templated for name in _AGENT_TEXTS), inputs
