@@ -112,9 +112,12 @@ async def _run_file(
     """The file's ensemble (its MCP servers connected), with the trace exporter and the
     dashboard the command asks for, run once."""
     from agentensemble.declarative import open_ensemble
+    from agentensemble.ensemble import Ensemble
 
     async with contextlib.AsyncExitStack() as stack:
-        ensemble = await stack.enter_async_context(open_ensemble(args.file, _checked, llm=llm))
+        ensemble = await stack.enter_async_context(
+            open_ensemble(args.file, Ensemble._checked_from, llm=llm)
+        )
         changes: dict[str, Any] = {}
         if args.trace:
             from agentensemble.observability import JsonTraceExporter
@@ -159,6 +162,7 @@ def _load(
     file: str, raw_inputs: Sequence[str], *, model: str | None, for_validation: bool
 ) -> tuple[Ensemble, dict[str, str], object] | int:
     from agentensemble.declarative import load_ensemble, model_from_text, omit_mcp
+    from agentensemble.ensemble import Ensemble
     from agentensemble.errors import AgentEnsembleError, EnsembleFileError
 
     inputs = _parse_inputs(raw_inputs)
@@ -171,7 +175,9 @@ def _load(
         text = str(error)
         return _bad_input(text if text.startswith("--model") else f"--model: {text}")
     try:
-        ensemble = load_ensemble(file, _checked, llm=llm, mcp=omit_mcp)  # nothing connects
+        ensemble = load_ensemble(
+            file, Ensemble._checked_from, llm=llm, mcp=omit_mcp
+        )  # nothing connects
     except EnsembleFileError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -185,13 +191,6 @@ def _load(
         if missing is not None:
             return _bad_input(missing)
     return ensemble, inputs, llm
-
-
-def _checked(**fields: Any) -> Ensemble:
-    from agentensemble._run import checked_ensemble
-    from agentensemble.ensemble import Ensemble
-
-    return checked_ensemble(Ensemble(**fields))
 
 
 def _parse_inputs(raw: Sequence[str]) -> dict[str, str] | int:

@@ -290,13 +290,9 @@ class Ensemble(EnsembleSettings):
         replaces every model the file names (a `ScriptedModel` in tests, or ``--model``).
         Raises `EnsembleFileError` listing every problem with its file, line and column.
         """
-        from agentensemble._run import checked_ensemble
         from agentensemble.declarative import load_ensemble
 
-        def make(**fields: Any) -> Ensemble:
-            return checked_ensemble(cls(**fields))
-
-        return load_ensemble(path, make, tools=tools, llm=llm)
+        return load_ensemble(path, cls._checked_from, tools=tools, llm=llm)
 
     @classmethod
     def open_yaml(
@@ -309,13 +305,16 @@ class Ensemble(EnsembleSettings):
         """`from_yaml` for a file whose tools include MCP servers: ``async with
         Ensemble.open_yaml(path) as ensemble:`` connects them, and closes them (stopping
         their processes) when the block ends."""
-        from agentensemble._run import checked_ensemble
         from agentensemble.declarative import open_ensemble
 
-        def make(**fields: Any) -> Ensemble:
-            return checked_ensemble(cls(**fields))
+        return open_ensemble(path, cls._checked_from, tools=tools, llm=llm)
 
-        return open_ensemble(path, make, tools=tools, llm=llm)
+    @classmethod
+    def _checked_from(cls, **fields: Any) -> Ensemble:
+        """An ensemble of `fields`, checked as its first run will check it."""
+        from agentensemble._run import checked_ensemble
+
+        return checked_ensemble(cls(**fields))
 
     def run_many(
         self,
