@@ -81,3 +81,43 @@ def test_ctrl_c_during_a_slow_sync_tool_exits_at_once() -> None:
             child.kill()
     assert child.stderr is not None
     assert "KeyboardInterrupt" in child.stderr.read()
+
+
+def _threads_named(prefix: str) -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith(prefix)]
+
+
+def test_idle_threads_end_after_the_idle_timeout() -> None:
+    pool = DaemonPool(3, "idle-test", idle_timeout=0.05)
+    futures = [pool.submit(lambda: 1) for _ in range(3)]
+    assert [future.result(10) for future in futures] == [1, 1, 1]
+    for thread in _threads_named("idle-test"):
+        thread.join(10)  # each ends on its own once idle for 0.05 s
+    assert pool.threads == 0
+    assert pool.submit(lambda: 2).result(10) == 2  # and new work starts a thread again
+    pool.shutdown()
+
+
+def test_lowering_max_workers_retires_threads_as_they_become_idle() -> None:
+    pool = DaemonPool(4, "retire-test")
+    started, release = threading.Barrier(5, timeout=10), threading.Event()
+
+    def hold() -> None:
+        started.wait()
+        release.wait(10)
+
+    futures = [pool.submit(hold) for _ in range(4)]
+    started.wait()  # four threads, all busy
+    threads = _threads_named("retire-test")
+    assert len(threads) == 4
+    pool.max_workers = 1
+    release.set()
+    for future in futures:
+        future.result(10)
+    ended = 0
+    for thread in threads:  # three end after their call; the last one stays, idle
+        thread.join(0.5 if ended < 3 else 0)
+        ended += not thread.is_alive()
+    assert ended == 3
+    assert pool.threads == 1
+    pool.shutdown()

@@ -120,7 +120,7 @@ from agentensemble.observability import (
     ToolCallEvent,
     TraceExporter,
 )
-from agentensemble.options import RunOptions
+from agentensemble.options import RunOptions, limit_sync_threads
 from agentensemble.outputs import EnsembleOutput, TaskOutput
 from agentensemble.phase import Phase
 from agentensemble.review import (
@@ -289,6 +289,7 @@ __all__ = [
     "Workflow",
     "arun",
     "escape_template",
+    "limit_sync_threads",
     "run",
     "tool",
     "tool_call",

@@ -1,8 +1,10 @@
 """Calling user code that may be sync or async, without ever blocking the event loop.
 
-Sync user code (tools, listeners, handlers, exporters) runs in the current run's own thread
-pool (`sync_pool`), bounded by the ensemble's `max_sync_threads` and shut down when the run
-ends; outside a run it uses the loop's default executor. Context variables are copied in.
+Sync user code (tools, listeners, handlers, exporters) runs on the process's pool of sync
+threads: at most `agentensemble.limit_sync_threads` (64 by default) across every run, each
+run holding at most its ensemble's `max_sync_threads` of them (`sync_pool`). Threads start
+as work arrives and end after a while idle. Outside a run it uses the loop's default executor.
+Context variables are copied in.
 """
 
 from __future__ import annotations
@@ -19,7 +21,15 @@ if TYPE_CHECKING:
 
     from agentensemble._daemon_pool import DaemonPool
 
-__all__ = ["NOTHING", "call_user_code", "start_daemon_call", "sync_pool"]
+__all__ = [
+    "DEFAULT_SYNC_THREAD_LIMIT",
+    "NOTHING",
+    "call_user_code",
+    "set_sync_thread_limit",
+    "start_daemon_call",
+    "sync_pool",
+    "sync_threads",
+]
 
 
 class _Nothing(contextlib.AbstractAsyncContextManager[None]):
@@ -33,24 +43,56 @@ NOTHING = _Nothing()
 """Use where a context manager is optional and absent."""
 
 
-class _Pool:
-    """A run's threads for sync user code, started on first use."""
+DEFAULT_SYNC_THREAD_LIMIT = 64
+_IDLE_SECONDS = 30.0
+"""How long an idle sync thread waits for work before it ends."""
 
-    def __init__(self, max_workers: int) -> None:
-        self.max_workers = max_workers
-        self._executor: DaemonPool | None = None
 
-    def executor(self) -> DaemonPool:
-        if self._executor is None:
+class _Shared:
+    """The process's sync threads: one `DaemonPool`, made on first use (and again in a
+    forked child, which inherits none of its parent's threads)."""
+
+    limit = DEFAULT_SYNC_THREAD_LIMIT
+    pool: DaemonPool | None = None
+    forks_watched = False
+
+    @classmethod
+    def executor(cls) -> DaemonPool:
+        if cls.pool is None:
+            import os
+
             from agentensemble._daemon_pool import DaemonPool  # threads load on first use
 
-            self._executor = DaemonPool(self.max_workers, "agentensemble-sync")
-        return self._executor
+            if not cls.forks_watched:
+                os.register_at_fork(after_in_child=cls.forget)
+                cls.forks_watched = True
+            cls.pool = DaemonPool(cls.limit, "agentensemble-sync", idle_timeout=_IDLE_SECONDS)
+        return cls.pool
 
-    def shutdown(self) -> None:
-        """Idle threads end now; a call still running (past its deadline) ends on its own."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+    @classmethod
+    def forget(cls) -> None:
+        cls.pool = None
+
+
+def set_sync_thread_limit(limit: int) -> None:
+    """See `agentensemble.limit_sync_threads` (which checks `limit`)."""
+    _Shared.limit = limit
+    if _Shared.pool is not None:
+        _Shared.pool.max_workers = limit
+
+
+def sync_threads() -> int:
+    """Sync threads alive in this process now (busy or idle)."""
+    return _Shared.pool.threads if _Shared.pool is not None else 0
+
+
+class _Pool:
+    """A run's share of the process's sync threads: at most `max_workers` calls at once."""
+
+    def __init__(self, max_workers: int) -> None:
+        import asyncio
+
+        self.slots = asyncio.Semaphore(max_workers)
 
 
 _current: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar(
@@ -60,14 +102,13 @@ _current: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def sync_pool(max_workers: int) -> Iterator[None]:
-    """Run sync user code called in this block on a pool of at most `max_workers` threads."""
-    pool = _Pool(max_workers)
-    token = _current.set(pool)
+    """Sync user code called in this block runs at most `max_workers` calls at once, on
+    the process's sync threads."""
+    token = _current.set(_Pool(max_workers))
     try:
         yield
     finally:
         _current.reset(token)
-        pool.shutdown()
 
 
 async def call_user_code(
@@ -86,8 +127,11 @@ async def call_user_code(
 
     pool = _current.get()
     call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    executor = pool.executor() if pool is not None else None
-    result = await asyncio.get_running_loop().run_in_executor(executor, call)
+    if pool is None:
+        result = await asyncio.get_running_loop().run_in_executor(None, call)
+    else:
+        async with pool.slots:
+            result = await asyncio.get_running_loop().run_in_executor(_Shared.executor(), call)
     if inspect.isawaitable(result):
         result = await result
     return result

@@ -80,8 +80,8 @@ class EnsembleSettings(metaclass=KeywordHints):
     max_concurrency: int | None = None
     """Most tasks of a run in flight at once, across phases (None: no limit)."""
     max_sync_threads: int = 32
-    """Most threads a run uses for sync user code (tools, listeners, handlers); each run has
-    its own pool, started on first use and shut down when the run ends."""
+    """Most of the process's sync threads (see `limit_sync_threads`) a run uses at once for
+    sync user code (tools, listeners, handlers)."""
     rate_limit: RateLimit | None = None
     """Limit on model calls of tasks using the ensemble `llm`: one bucket per run."""
     verbose: bool = False

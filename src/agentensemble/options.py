@@ -11,7 +11,7 @@ from agentensemble._hook_checks import check_hooks
 from agentensemble.errors import ValidationError
 from agentensemble.observability._listeners import check_listeners
 
-__all__ = ["RunOptions"]
+__all__ = ["RunOptions", "limit_sync_threads"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,3 +60,15 @@ def check_length(value: int | None, field: str) -> None:
     require_int(value, field)
     if value < -1:
         raise ValidationError(f"{field} must be -1 (unlimited) or >= 0, got: {value}")
+
+
+def limit_sync_threads(limit: int) -> None:
+    """Cap the threads that run sync tools, callbacks, guardrails and handlers, across
+    every run in this process (64 by default). Each run also holds at most its ensemble's
+    `max_sync_threads` of them. Above the cap, sync calls wait for a thread (within their
+    task's deadline); lowering the cap retires threads as they become idle."""
+    from agentensemble._calling import set_sync_thread_limit
+
+    if require_int(limit, "limit_sync_threads limit") <= 0:
+        raise ValidationError(f"limit_sync_threads limit must be > 0, got: {limit}")
+    set_sync_thread_limit(limit)
