@@ -301,6 +301,8 @@ def test_a_message_that_lost_a_field_is_refused_naming_it() -> None:
 def test_bad_messages_and_non_events_are_clear_errors() -> None:
     with pytest.raises(ValidationError, match="event message type must be one of ensemble_started"):
         parse_event({"type": "nope"})
+    with pytest.raises(ValidationError, match=r"event message type must be one of .*got: \[\]"):
+        parse_event({"type": []})  # found by tests/test_fuzz.py: was a TypeError
     with pytest.raises(ValidationError, match=r"must be a mapping .*got: str"):
         parse_event("{}")  # type: ignore[arg-type]
     message = serialize_event(next(iter(events_of_a_real_run())))

@@ -110,7 +110,8 @@ def _kind_of(data: object) -> type[Any]:
     kinds: dict[object, type[Any]] = {
         kind.__dataclass_fields__["type"].default: kind for kind in EVENT_TYPES
     }
-    kind = kinds.get(data.get("type"))
+    name = data.get("type")
+    kind = kinds.get(name) if isinstance(name, str) else None
     if kind is None:
         raise ValidationError(
             f"event message type must be one of {', '.join(map(str, kinds))}, got: "
