@@ -2,16 +2,23 @@
 5.2).
 
 Models wrap JSON in markdown fences and prose, leave trailing commas, stop mid-object or
-answer with a bare value. `json_candidates` yields every plausible JSON text in the order
-the reference tries them (fenced blocks, the whole answer, then each balanced ``{...}`` or
-``[...]`` span in the prose: a superset of the reference's non-greedy scan, so nested
-objects survive). `parse_answer` takes the first candidate that validates.
+answer with a bare value. They also reason first (``<think>...</think>``), write a draft and
+then "Wait, corrected:", show an example while refusing, echo the template (``"<str>"``),
+and write Python literals or comments. So: reasoning blocks are dropped; `json_candidates`
+yields every plausible JSON text, the last first (fenced blocks, the whole answer, then each
+balanced ``{...}`` or ``[...]`` span in the prose: nested objects survive); a candidate
+introduced as an example ("for example", "would look like") is not an answer; one whose text
+values are placeholders is not either; a candidate that is not JSON is tried again without
+trailing commas and comments, then as a Python literal. `parse_answer` takes the first
+candidate that validates (issue 27, item 22: the reference takes the first in the text).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import enum
+import json
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,6 +38,46 @@ _MAX_SPANS = 64
 _MAX_RESCANS = 8
 """Unclosed spans rescanned from inside per answer (each rescan reads the rest of the text)."""
 _SHOWN = 200
+_REASONING = re.compile(
+    r"<(think|thinking|scratchpad|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE
+)
+_EXAMPLE = re.compile(
+    r"(for example|e\.g\.|such as|would look like|should look like|looks like|"
+    r"example:|an example|format is|format:|template)[^.\n]*$",
+    re.IGNORECASE,
+)
+_CONTEXT = 80
+"""Characters before a candidate searched for words that make it an example."""
+_PLACEHOLDER = re.compile(
+    r'"(<[^"<>]{1,40}>|\.\.\.|…|(?:your|the) [^"]{1,30} here|'
+    r'string|str|integer|int|number|float|boolean|bool|text|value)"(?!\s*:)',
+    re.IGNORECASE,
+)
+"""A JSON string value (not a key) that is a placeholder of a format."""
+_PLACEHOLDER_HINTS = (
+    '"<',
+    '..."',
+    '…"',
+    ' here"',
+    *(
+        f'"{name}"'
+        for name in (
+            "string",
+            "str",
+            "integer",
+            "int",
+            "number",
+            "float",
+            "boolean",
+            "bool",
+            "text",
+            "value",
+        )
+    ),
+)
+"""Texts one of which a candidate holds when it may hold a placeholder (searching for these
+is several times faster than the pattern, and almost no answer holds one)."""
+_COMMENT = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
 
 
 class ParseFailure(ValueError):
@@ -44,13 +91,20 @@ def parse_answer(raw: str, spec: OutputSpec) -> Any:
     text = raw.strip()
     if not text:
         raise ParseFailure("LLM produced an empty response")
+    answer = _REASONING.sub("", text).strip() if "<" in text else text
+    if not answer:
+        raise ParseFailure(f"Could not find valid JSON in response: {_shown(text)}")
     try:
-        return _parse(text, spec)
+        return _parse(answer, spec)
     except ParseFailure:
-        loose = _loose_scalar(text, spec.type_)
+        loose = _loose_scalar(answer, spec.type_)
         if loose is _NO_VALUE:
             raise
         return loose
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
 
 
 _NO_VALUE = object()
@@ -88,8 +142,12 @@ def _loose_scalar(text: str, type_: Any) -> Any:
 def _parse(text: str, spec: OutputSpec) -> Any:
     first_failure: ParseFailure | None = None
     shaped_failure: ParseFailure | None = None  # from a candidate of the expected shape
+    examples = 0
     opening = _opening_of(spec)
-    for candidate in json_candidates(text):
+    for candidate, start in _candidates(text):
+        if start > 0 and _EXAMPLE.search(text[max(0, start - _CONTEXT) : start]):
+            examples += 1
+            continue
         try:
             return _validate(candidate, spec)
         except ParseFailure as failure:
@@ -100,36 +158,54 @@ def _parse(text: str, spec: OutputSpec) -> Any:
         return _validate_text(text, spec)
     if first_failure is not None:
         raise shaped_failure or first_failure
+    if examples:
+        raise ParseFailure(
+            f"Could not find valid JSON in response: only an example of one: {_shown(text)}"
+        )
     for scalar in (text, *_fenced_blocks(text)):  # a bare scalar: 42, true, "quoted"
         with contextlib.suppress(ValueError):
             return spec.adapter.validate_json(scalar)
-    shown = text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
-    raise ParseFailure(f"Could not find valid JSON in response: {shown}")
+    raise ParseFailure(f"Could not find valid JSON in response: {_shown(text)}")
 
 
 def json_candidates(text: str) -> Iterator[str]:
-    """Every plausible JSON text in `text`, best first, each once: fenced blocks, the whole
-    text, balanced spans in prose, and finally an unclosed one (so that a truncated answer
-    fails with the parser's "EOF" detail rather than "no JSON")."""
+    """Every plausible JSON text in `text`, best first, each once: see `_candidates`."""
+    return (candidate for candidate, _ in _candidates(text))
+
+
+def _candidates(text: str) -> Iterator[tuple[str, int]]:
+    """Every plausible JSON text in `text` with where it starts (0: the whole text), best
+    first, each once: fenced blocks, the last first; the whole text; balanced spans in
+    prose, the last first; and finally an unclosed one (so that a truncated answer fails
+    with the parser's "EOF" detail rather than "no JSON")."""
     seen: set[str] = set()
-    for block in _fenced_blocks(text):
+    for block, start in reversed(_fences_with_starts(text)):
         if _looks_like_json(block) and block not in seen:
             seen.add(block)
-            yield block
+            yield block, start
     if _looks_like_json(text) and text not in seen:
         seen.add(text)
-        yield text
+        yield text, 0
     unclosed = None
+    spans: list[tuple[int, int]] = []
     for start, end in _balanced_spans(text):
         if end < 0:
-            unclosed = text[start:]
-            continue
+            unclosed = start
+        else:
+            spans.append((start, end))
+    for start, end in reversed(spans):
         span = text[start:end]
         if span not in seen:
             seen.add(span)
-            yield span
+            yield span, start
     if unclosed is not None and not seen:
-        yield unclosed
+        yield text[unclosed:], unclosed
+
+
+def _fences_with_starts(text: str) -> list[tuple[str, int]]:
+    if "```" not in text:
+        return []
+    return [(match.group(1).strip(), match.start()) for match in _FENCE.finditer(text)]
 
 
 def _fenced_blocks(text: str) -> list[str]:
@@ -224,17 +300,76 @@ def _validate(candidate: str, spec: OutputSpec) -> Any:
     import pydantic
 
     try:
-        return spec.adapter.validate_json(candidate)
+        value = spec.adapter.validate_json(candidate)
     except pydantic.ValidationError as first_error:
-        error = first_error
-        if _is_syntax_error(error):
-            repaired = _without_trailing_commas(candidate)
-            if repaired != candidate:
-                try:
-                    return spec.adapter.validate_json(repaired)
-                except pydantic.ValidationError as repaired_error:
-                    error = repaired_error  # what is wrong besides the commas
-        raise _undeserializable(spec, error) from None
+        if not _is_syntax_error(first_error):
+            raise _undeserializable(spec, first_error) from None
+        return _validate_repaired(candidate, spec, first_error)
+    _refuse_placeholders(candidate, spec)
+    return value
+
+
+def _validate_repaired(candidate: str, spec: OutputSpec, error: Any) -> Any:
+    """`candidate`, which is not JSON, as JSON without trailing commas and comments, or as
+    a Python literal (``True``, ``None``, single quotes); `error` when neither validates."""
+    import pydantic
+
+    repaired = _without_trailing_commas(_without_comments(candidate))
+    if repaired != candidate:
+        try:
+            value = spec.adapter.validate_json(repaired)
+        except pydantic.ValidationError as repaired_error:
+            if not _is_syntax_error(repaired_error):
+                raise _undeserializable(spec, repaired_error) from None
+        else:
+            _refuse_placeholders(repaired, spec)
+            return value
+    literal = _python_literal(candidate)
+    if literal is None:
+        raise _undeserializable(spec, error)
+    try:
+        value = spec.adapter.validate_json(literal)
+    except pydantic.ValidationError as literal_error:
+        raise _undeserializable(spec, literal_error) from None
+    _refuse_placeholders(literal, spec)
+    return value
+
+
+def _without_comments(candidate: str) -> str:
+    """`candidate` without ``//`` and ``/* */`` comments (strings left alone)."""
+    if "/" not in candidate:
+        return candidate
+    return _COMMENT.sub(lambda m: m.group() if m.group().startswith('"') else "", candidate)
+
+
+def _python_literal(candidate: str) -> str | None:
+    """A Python dict or list literal as JSON, None for anything else."""
+    try:
+        value = ast.literal_eval(candidate)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, dict | list):
+        return None
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):  # sets, bytes, complex numbers: not JSON
+        return None
+
+
+def _refuse_placeholders(candidate: str, spec: OutputSpec) -> None:
+    """A candidate with a text value that is a placeholder (``"<str>"``, ``"..."``,
+    ``"YOUR TITLE HERE"``, a type name) is the template echoed, not an answer."""
+    if spec.text_is_value:
+        return
+    lowered = candidate.lower()
+    if not any(hint in lowered for hint in _PLACEHOLDER_HINTS):
+        return
+    found = _PLACEHOLDER.search(candidate)
+    if found is not None:
+        raise ParseFailure(
+            f"JSON could not be deserialized as {spec.name}: {found.group(1)!r} is a "
+            "placeholder of the format, not a value"
+        )
 
 
 def _validate_text(text: str, spec: OutputSpec) -> Any:
