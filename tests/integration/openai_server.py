@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,7 +42,17 @@ class NoChoices:
     """A 200 reply whose ``choices`` list is empty (some servers send one on overload)."""
 
 
-Scripted = str | ToolCalls | Error | Hang | NoChoices
+@dataclass
+class CutStream:
+    """A streamed reply that stops after `chunks` chunks of `text`: the connection reset
+    (`reset`), or closed as if the stream had ended, with no finish, usage or ``[DONE]``."""
+
+    text: str
+    chunks: int = 2
+    reset: bool = False
+
+
+Scripted = str | ToolCalls | Error | Hang | NoChoices | CutStream
 
 
 @dataclass
@@ -121,6 +133,19 @@ def _chunks(reply: str | ToolCalls, usage: tuple[int, int]) -> Iterator[dict[str
     yield {**base, "choices": [], "usage": totals}
 
 
+def _cut_stream(handler: BaseHTTPRequestHandler, reply: CutStream, usage: tuple[int, int]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    for chunk in list(_chunks(reply.text, usage))[: reply.chunks]:
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+    handler.wfile.flush()
+    if reply.reset:  # RST instead of FIN: the client sees "connection reset"
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.close_connection = True
+
+
 def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
@@ -139,8 +164,12 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gave up
                 self._answer(body, reply)
 
-        def _answer(self, body: dict[str, Any], reply: str | ToolCalls | Error | NoChoices) -> None:
-            if isinstance(reply, NoChoices):
+        def _answer(
+            self, body: dict[str, Any], reply: str | ToolCalls | Error | NoChoices | CutStream
+        ) -> None:
+            if isinstance(reply, CutStream):
+                _cut_stream(self, reply, stub.usage)
+            elif isinstance(reply, NoChoices):
                 self._send(200, {**_completion("", stub.usage), "choices": []})
             elif isinstance(reply, Error):
                 self._send(

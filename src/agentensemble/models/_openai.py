@@ -176,6 +176,13 @@ class OpenAIChatModel:
                 delta = assembly.add(chunk)
                 if delta:
                     yield delta
+        if not assembly.finished:
+            where = self.base_url or "https://api.openai.com/v1"
+            raise ConnectionError(
+                f"The answer streamed from {where} for model {self.model!r} stopped before "
+                f"it was finished (no finish_reason, {len(''.join(assembly.text))} characters "
+                "received): the connection was cut"
+            )
         yield assembly.response()
 
     @contextlib.contextmanager
@@ -209,12 +216,16 @@ class _StreamAssembly:
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage | None = None
+    finished: bool = False
+    """Whether a chunk said why the answer ended (``finish_reason``): a stream cut short
+    never does."""
 
     def add(self, chunk: Any) -> str:
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         if not chunk.choices:
             return ""
+        self.finished = self.finished or chunk.choices[0].finish_reason is not None
         delta = chunk.choices[0].delta
         for part in delta.tool_calls or ():
             call = self.calls.setdefault(part.index, _PartialCall())
