@@ -42,10 +42,12 @@ _REASONING = re.compile(
     r"<(think|thinking|scratchpad|reasoning)>.*?(?:</\1>|\Z)", re.DOTALL | re.IGNORECASE
 )
 _EXAMPLE = re.compile(
-    r"(for example|e\.g\.|such as|would look like|should look like|looks like|"
-    r"example:|an example|format is|format:|template)[^.\n]*$",
+    r"(for example|e\.g\.|such as|would look like|should look like|example:|an example)"
+    r"[^.\n]*$",
     re.IGNORECASE,
 )
+"""Words that introduce what follows as an example, in the same sentence. Deliberately
+narrow: "in JSON format:" or "using your template:" introduce real answers."""
 _CONTEXT = 80
 """Characters before a candidate searched for words that make it an example."""
 _PLACEHOLDER = re.compile(
