@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from agentensemble.errors import ValidationError
 
@@ -12,11 +12,15 @@ __all__ = [
     "as_tuple",
     "describe_validation_error",
     "is_blank",
+    "items_of",
     "require_int",
     "require_seconds",
     "require_text",
+    "unique_names",
     "unknown_methods",
 ]
+
+T = TypeVar("T")
 
 
 def is_blank(value: object) -> bool:
@@ -47,6 +51,31 @@ def as_tuple(value: object, field: str) -> tuple[object, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValidationError(f"{field} must be a list, got: {type(value).__name__}")
     return tuple(value)
+
+
+def items_of(value: object, kind: type[T], field: str) -> tuple[T, ...]:
+    """`as_tuple`, each item checked to be a `kind` (``Phase 'p' tasks[1] must be a Task,
+    got: str``)."""
+    items = as_tuple(value, field)
+    article = "an" if kind.__name__[0] in "AEIOU" else "a"
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise ValidationError(
+                f"{field}[{index}] must be {article} {kind.__name__}, got: {type(item).__name__}"
+            )
+    return cast("tuple[T, ...]", items)
+
+
+def unique_names(items: Iterable[Any], kind: str) -> None:
+    """Raise when two of `items` (loops, phases) share a `name` within an ensemble."""
+    names: set[str] = set()
+    for item in items:
+        if item.name in names:
+            raise ValidationError(
+                f"Duplicate {kind} name '{item.name}' detected. {kind.capitalize()} names must "
+                "be unique within an ensemble."
+            )
+        names.add(item.name)
 
 
 def require_seconds(value: object, field: str) -> float:

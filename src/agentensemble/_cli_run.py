@@ -11,8 +11,8 @@ import argparse
 import contextlib
 import dataclasses
 import sys
-from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
@@ -214,17 +214,23 @@ def _importable_from(file: str) -> None:
 
 
 def _missing_inputs(ensemble: Ensemble, inputs: dict[str, str]) -> list[str]:
-    from agentensemble.execution._templates import template_variables
+    """The template inputs a run of `ensemble` needs and neither the file nor `inputs` give,
+    found by the run's own resolution of task and agent texts."""
+    from agentensemble.errors import PromptTemplateError, ValidationError
+    from agentensemble.execution._planning import resolve_agents, resolve_texts
 
-    given = {**ensemble.inputs, **inputs}
-    tasks = [*ensemble.tasks, *(task for phase in ensemble.phases for task in phase.tasks)]
+    given = {**cast("Mapping[str, str]", ensemble.inputs), **inputs}  # text since built
+    tasks = ensemble._validated.all_tasks  # every task a run resolves, loop bodies included
     agents = [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
-    texts = [text for task in tasks for text in (task.description, task.expected_output)]
-    texts += [text or "" for agent in agents for text in (agent.role, agent.goal, agent.background)]
-    needed: dict[str, None] = {}
-    for text in texts:
-        needed.update(dict.fromkeys(template_variables(text)))
-    return [name for name in needed if name not in given]
+    missing: dict[str, None] = {}
+    for resolve in (lambda: resolve_texts(tasks, given), lambda: resolve_agents(agents, given)):
+        try:
+            resolve()
+        except PromptTemplateError as error:
+            missing.update(dict.fromkeys(error.missing_variables))
+        except ValidationError:
+            continue  # a text blank once filled in: the run says so, naming it
+    return list(missing)
 
 
 def _check_templates(ensemble: Ensemble, inputs: dict[str, str]) -> str | None:

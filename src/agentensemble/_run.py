@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentensemble._calling import sync_pool
 from agentensemble._control import find_signal
@@ -185,7 +185,11 @@ async def run_ensemble(
     """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
     makes its executor)."""
     options = _check_options(options)
-    run_inputs = {**check_inputs(ensemble.inputs, "inputs"), **check_inputs(inputs, "run inputs")}
+    # the ensemble's inputs were made text when it was built
+    run_inputs = {
+        **cast("Mapping[str, str]", ensemble.inputs),
+        **check_inputs(inputs, "run inputs"),
+    }
     shape = _validate(ensemble)
     every = shape.all_tasks
     texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))

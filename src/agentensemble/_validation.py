@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agentensemble._checks import items_of, unique_names
 from agentensemble.agent import Agent
 from agentensemble.delegation import HierarchicalConstraints
 from agentensemble.delegation._constraints import canonical_role
@@ -178,12 +179,7 @@ def validate_phases(
 
 
 def _check_elements(tasks: Sequence[object]) -> tuple[Task[Any], ...]:
-    for index, task in enumerate(tasks):
-        if not isinstance(task, Task):
-            raise ValidationError(
-                f"Ensemble tasks[{index}] must be a Task, got: {type(task).__name__}"
-            )
-    return tuple(task for task in tasks if isinstance(task, Task))
+    return items_of(tasks, Task, "Ensemble tasks")
 
 
 def _check_rate_limit(shape: EnsembleShape) -> None:
@@ -440,21 +436,9 @@ def _check_context_order(
 
 
 def _check_phase_elements(phases: Sequence[object]) -> tuple[Phase, ...]:
-    checked = []
-    names: set[str] = set()
-    for index, phase in enumerate(phases):
-        if not isinstance(phase, Phase):
-            raise ValidationError(
-                f"Ensemble phases[{index}] must be a Phase, got: {type(phase).__name__}"
-            )
-        if phase.name in names:
-            raise ValidationError(
-                f"Duplicate phase name '{phase.name}' detected. Phase names must be unique "
-                "within an ensemble."
-            )
-        names.add(phase.name)
-        checked.append(phase)
-    return tuple(checked)
+    checked = items_of(phases, Phase, "Ensemble phases")
+    unique_names(checked, "phase")
+    return checked
 
 
 def _check_phase_graph(phases: Sequence[Phase]) -> None:

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentensemble._checks import as_tuple, require_int
+from agentensemble._checks import as_tuple, items_of, require_int, unique_names
 from agentensemble._formats import require_toon
 from agentensemble._hints import KeywordHints
 from agentensemble._hook_checks import check_hooks
@@ -426,13 +426,7 @@ def _check_memory_settings(ensemble: Ensemble) -> None:
 def _check_agents(agents: object) -> tuple[Agent, ...]:
     if isinstance(agents, Agent):
         raise ValidationError("Ensemble agents must be a list of agents, got a single Agent")
-    checked = as_tuple(agents, "Ensemble agents")
-    for index, agent in enumerate(checked):
-        if not isinstance(agent, Agent):
-            raise ValidationError(
-                f"Ensemble agents[{index}] must be an Agent, got: {type(agent).__name__}"
-            )
-    return tuple(agent for agent in checked if isinstance(agent, Agent))
+    return items_of(agents, Agent, "Ensemble agents")
 
 
 def _check_delegation_settings(ensemble: Ensemble) -> None:
@@ -498,17 +492,6 @@ def _dashboard_wiring(ensemble: Ensemble) -> tuple[object, ...]:
 
 
 def _check_loops(loops: object) -> tuple[Loop, ...]:
-    checked = as_tuple(loops, "Ensemble loops")
-    names: set[str] = set()
-    for index, loop in enumerate(checked):
-        if not isinstance(loop, Loop):
-            raise ValidationError(
-                f"Ensemble loops[{index}] must be a Loop, got: {type(loop).__name__}"
-            )
-        if loop.name in names:
-            raise ValidationError(
-                f"Duplicate loop name '{loop.name}' detected. Loop names must be unique "
-                "within an ensemble."
-            )
-        names.add(loop.name)
-    return cast("tuple[Loop, ...]", checked)
+    checked = items_of(loops, Loop, "Ensemble loops")
+    unique_names(checked, "loop")
+    return checked

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from agentensemble._checks import as_tuple
+from agentensemble._checks import items_of
 from agentensemble.enums import LoopMemoryMode, LoopOutputMode, MaxIterationsAction
 from agentensemble.errors import ValidationError
 from agentensemble.task import Task
@@ -97,12 +97,7 @@ class Loop:
             )
         memory = _choice(memory_mode, LoopMemoryMode, name, "memory_mode")
         _check_window(name, memory, memory_window_size)
-        outer = as_tuple(context, f"Loop '{name}' context")
-        for index, task in enumerate(outer):
-            if not isinstance(task, Task):
-                raise ValidationError(
-                    f"Loop '{name}' context[{index}] must be a Task, got: {type(task).__name__}"
-                )
+        outer = items_of(context, Task, f"Loop '{name}' context")
         set_ = object.__setattr__
         set_(self, "name", name)
         set_(self, "tasks", body)
@@ -127,15 +122,11 @@ class Loop:
 
 
 def _body(name: str, tasks: Iterable[Task[Any]]) -> tuple[Task[Any], ...]:
-    body = as_tuple(tasks, f"Loop '{name}' tasks")
+    body: tuple[Task[Any], ...] = items_of(tasks, Task, f"Loop '{name}' tasks")
     if not body:
         raise ValidationError(f"Loop '{name}' body must contain at least one task")
     seen: set[str] = set()
-    for index, task in enumerate(body):
-        if not isinstance(task, Task):
-            raise ValidationError(
-                f"Loop '{name}' tasks[{index}] must be a Task, got: {type(task).__name__}"
-            )
+    for task in body:
         key = body_key(task)
         if key in seen:
             raise ValidationError(
@@ -143,9 +134,8 @@ def _body(name: str, tasks: Iterable[Task[Any]]) -> tuple[Task[Any], ...]:
                 "unique name (or description)"
             )
         seen.add(key)
-    checked = cast("tuple[Task[Any], ...]", body)
-    members = set(checked)
-    for task in checked:
+    members = set(body)
+    for task in body:
         for needed in task.context:
             if needed not in members:
                 raise ValidationError(
@@ -154,7 +144,7 @@ def _body(name: str, tasks: Iterable[Task[Any]]) -> tuple[Task[Any], ...]:
                     "dependencies must be declared on the Loop itself via "
                     "Loop(context=[...])."
                 )
-    return checked
+    return body
 
 
 def _check_max_iterations(name: str, value: object) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentensemble._checks import as_tuple, require_text
+from agentensemble._checks import items_of, require_text
 from agentensemble.enums import Workflow
 from agentensemble.errors import ValidationError
 from agentensemble.task import Task
@@ -36,22 +36,12 @@ class Phase:
         after: Iterable[Phase] = (),
     ) -> None:
         require_text(name, "Phase name must not be null or blank")
-        checked = as_tuple(tasks, f"Phase '{name}' tasks")
+        checked: tuple[Task[Any], ...] = items_of(tasks, Task, f"Phase '{name}' tasks")
         if not checked:
             raise ValidationError(f"Phase '{name}' must contain at least one task")
-        for index, task in enumerate(checked):
-            if not isinstance(task, Task):
-                raise ValidationError(
-                    f"Phase '{name}' tasks[{index}] must be a Task, got: {type(task).__name__}"
-                )
         if workflow is Workflow.HIERARCHICAL:
             raise ValidationError(hierarchical_phase_message(name))
-        predecessors = as_tuple(after, f"Phase '{name}' after")
-        for index, phase in enumerate(predecessors):
-            if not isinstance(phase, Phase):
-                raise ValidationError(
-                    f"Phase '{name}' after[{index}] must be a Phase, got: {type(phase).__name__}"
-                )
+        predecessors = items_of(after, Phase, f"Phase '{name}' after")
         set_ = object.__setattr__
         set_(self, "name", name)
         set_(self, "tasks", checked)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,9 +28,11 @@ from agentensemble.declarative._schema import (
 )
 from agentensemble.declarative._source import Path_, Source
 from agentensemble.declarative._tools import McpServers, ToolProblem, make_tool, refuse_mcp
-from agentensemble.enums import Workflow
+from agentensemble.enums import ContextFormat, ParallelErrorStrategy, Workflow
 from agentensemble.errors import AgentEnsembleError, FileProblem, ValidationError
+from agentensemble.observability import CaptureMode
 from agentensemble.phase import Phase
+from agentensemble.review import ReviewPolicy
 from agentensemble.task import Task
 
 if TYPE_CHECKING:
@@ -40,13 +43,14 @@ __all__ = ["Builder", "model_from_text"]
 T = TypeVar("T")
 
 _PROVIDERS = ("openai", "ollama", "openai-compatible")
-_ENUM_FIELDS = (
-    "workflow",
-    "parallel_error_strategy",
-    "context_format",
-    "capture_mode",
-    "review_policy",
-)
+_ENUM_FIELDS: Mapping[str, type[Enum]] = {
+    "workflow": Workflow,
+    "parallel_error_strategy": ParallelErrorStrategy,
+    "context_format": ContextFormat,
+    "capture_mode": CaptureMode,
+    "review_policy": ReviewPolicy,
+}
+"""Settings the file writes as a member's name, in any case."""
 _PLAIN_FIELDS = (
     "name",
     "manager_max_iterations",
@@ -312,16 +316,9 @@ class Builder:
     def settings(self) -> dict[str, Any]:
         spec = self.spec
         settings: dict[str, Any] = {name: getattr(spec, name) for name in _PLAIN_FIELDS}
-        for name in _ENUM_FIELDS:
+        for name, kind in _ENUM_FIELDS.items():
             value = getattr(spec, name)
-            settings[name] = value.upper() if value is not None else None
-        if spec.parallel_error_strategy is not None:
-            from agentensemble.enums import ParallelErrorStrategy
-
-            settings["parallel_error_strategy"] = ParallelErrorStrategy[
-                spec.parallel_error_strategy.upper()
-            ]
-        settings.update(self._enum_objects())
+            settings[name] = kind[value.upper()] if value is not None else None
         settings["manager_llm"] = (
             self.model(spec.manager_llm, ("manager_llm",)) if spec.manager_llm else None
         )
@@ -331,18 +328,6 @@ class Builder:
         for name in ("listeners", "hooks", "delegation_policies"):
             settings[name] = self.imported_list(getattr(spec, name), (name,), instantiate=True)
         return settings
-
-    def _enum_objects(self) -> dict[str, Any]:
-        from agentensemble.observability import CaptureMode
-        from agentensemble.review import ReviewPolicy
-
-        spec = self.spec
-        return {
-            "capture_mode": CaptureMode[spec.capture_mode.upper()] if spec.capture_mode else None,
-            "review_policy": ReviewPolicy[spec.review_policy.upper()]
-            if spec.review_policy
-            else None,
-        }
 
     def _memory_store(self) -> object | None:
         from agentensemble.memory import MemoryStore

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
     from agentensemble.review import ReviewDecision, ReviewRequest
 
-__all__ = ["CapabilityFacts", "failure_reason"]
+__all__ = ["CapabilityFacts", "failure_reason", "review_request_fields"]
 
 
 def failure_reason(error: BaseException) -> str:
@@ -179,14 +179,7 @@ class CapabilityFacts:
         await self._emit(
             ReviewRequestedEvent,
             self._review_ids(request),
-            review_id=request.review_id,
-            task_output=request.task_output,
-            timing=request.timing.value,
-            timeout=request.timeout,
-            on_timeout=request.on_timeout.value,
-            prompt=request.prompt,
-            required_role=request.required_role,
-            tool_name=request.tool_name,
+            **review_request_fields(request),
         )
 
     async def review_decided(
@@ -219,3 +212,18 @@ class CapabilityFacts:
             "task_id": request.task_id,
             "task_description": request.task_description,
         }
+
+
+def review_request_fields(request: ReviewRequest) -> dict[str, Any]:
+    """The fields of a `ReviewRequestedEvent` that its review request gives (the run's and
+    task's ids aside)."""
+    return {
+        "review_id": request.review_id,
+        "task_output": request.task_output,
+        "timing": request.timing.value,
+        "timeout": request.timeout,
+        "on_timeout": request.on_timeout.value,
+        "prompt": request.prompt,
+        "required_role": request.required_role,
+        "tool_name": request.tool_name,
+    }

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._logging import get_logger
+from agentensemble.execution._facts import review_request_fields
 from agentensemble.observability._events import (
     DelegationCompletedEvent,
     DelegationFailedEvent,
@@ -684,16 +685,9 @@ def _announcement(request: ReviewRequest) -> ReviewRequestedEvent:
     """The `review_requested` event of a review the dashboard decides but did not see
     announced (it is not among the run's listeners)."""
     return ReviewRequestedEvent(
-        review_id=request.review_id,
         task_id=request.task_id,
         task_description=request.task_description,
-        task_output=request.task_output,
-        timing=request.timing.value,
-        timeout=request.timeout,
-        on_timeout=request.on_timeout.value,
-        prompt=request.prompt,
-        required_role=request.required_role,
-        tool_name=request.tool_name,
+        **review_request_fields(request),
     )
 
 
