@@ -43,6 +43,11 @@ class ExitReason(StrEnum):
     USER_EXIT_EARLY = "USER_EXIT_EARLY"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
+    BUDGET = "BUDGET"
+    """A token, cost or model-call budget was spent; the completed outputs are kept."""
+    PAUSED = "PAUSED"
+    """The run waits for a person (a review gate or a question); resume it from its
+    checkpoint with ``run(resume=run_id, decision=...)``."""
 
 
 class GuardrailType(StrEnum):

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
     from agentensemble._control import ControlFlowSignal
     from agentensemble.agent import Agent
+    from agentensemble.execution._budget import RunBudget
+    from agentensemble.execution._checkpointing import RunCheckpoint
     from agentensemble.execution._delegation import Team
     from agentensemble.execution._hooks import RunHooks
     from agentensemble.execution._loops import GraphRecord, LoopRecord
@@ -225,6 +227,11 @@ class RunContext:
     agents: Mapping[Agent, Agent] = field(default_factory=dict)
     """Agents whose role, goal or background hold template variables, and their copies
     with this run's inputs filled in (CrewAI's ``{topic} Researcher``)."""
+    budget: RunBudget | None = None
+    """The run's token, cost and model-call budgets (None: no budget anywhere in the run)."""
+    checkpoint: RunCheckpoint | None = None
+    """Where completed tasks are recorded and what a resumed run restores (None: the
+    ensemble has no checkpoint)."""
     _slots: asyncio.Semaphore | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
