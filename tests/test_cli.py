@@ -65,7 +65,7 @@ def test_trace_show_prints_a_readable_summary(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith(f"Run {trace_file.stem} · PARALLEL · COMPLETED · ")
-    assert lines[0].endswith("· capture OFF · schema 1.4")
+    assert lines[0].endswith("· capture OFF · schema 1.5")
     assert "Inputs: topic=honeybees" in lines
     assert "Agent: Researcher (tools: search_notes)" in lines
     assert "  1. Researcher: Research honeybees using the search_notes tool" in lines

@@ -6,6 +6,7 @@ from agentensemble._quick import arun, run
 from agentensemble._stream import EventStream
 from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
+from agentensemble.checkpoints import CheckpointInfo, CheckpointStore
 from agentensemble.delegation import (
     DefaultManagerPromptStrategy,
     DelegationPolicy,
@@ -171,6 +172,8 @@ __all__ = [
     "CaptureMode",
     "ChatModel",
     "ChatResponse",
+    "CheckpointInfo",
+    "CheckpointStore",
     "ConsoleProgress",
     "ConstraintViolationError",
     "ContextFormat",

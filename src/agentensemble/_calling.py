@@ -13,10 +13,11 @@ import contextlib
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import asyncio
     from concurrent.futures import Future
 
     from agentensemble._daemon_pool import DaemonPool
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_SYNC_THREAD_LIMIT",
     "NOTHING",
     "call_user_code",
+    "finish_even_if_cancelled",
     "set_sync_thread_limit",
     "start_daemon_call",
     "sync_pool",
@@ -159,3 +161,21 @@ def start_daemon_call(function: Callable[..., Any], /, *args: Any) -> Future[Any
 
     threading.Thread(target=run, name="agentensemble-review", daemon=True).start()
     return future
+
+
+async def finish_even_if_cancelled(
+    work: Coroutine[Any, Any, None],
+) -> asyncio.CancelledError | None:
+    """Finish `work` (reporting a run's end) even when the run is cancelled meanwhile, and
+    return the cancellation for the caller to raise once every report is done: a cancelled
+    run still reports what it completed."""
+    import asyncio
+
+    task = asyncio.create_task(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError as error:
+            cancelled = error
+    return cancelled

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from agentensemble._calling import sync_pool
+from agentensemble._calling import finish_even_if_cancelled, sync_pool
 from agentensemble._control import find_signal
 from agentensemble._inputs import Inputs, check_inputs
 from agentensemble._logging import get_logger
@@ -34,8 +34,11 @@ from agentensemble._validation import (
     validate_phases,
 )
 from agentensemble.agent import Agent
+from agentensemble.checkpoints import CheckpointStore
 from agentensemble.enums import ExitReason, Workflow
 from agentensemble.errors import ValidationError
+from agentensemble.execution._budget import RunBudget
+from agentensemble.execution._checkpointing import RunCheckpoint, plan_of, resume_hint
 from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
 from agentensemble.execution._delegation import Team
 from agentensemble.execution._hooks import RunHooks
@@ -181,10 +184,18 @@ async def run_ensemble(
     options: RunOptions | None,
     *,
     compose: Compose | None = None,
+    resume: str | None = None,
 ) -> EnsembleOutput:
     """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
-    makes its executor)."""
+    makes its executor); with `resume`, continue that checkpointed run."""
     options = _check_options(options)
+    checkpoint = None
+    if resume is not None:
+        options = dataclasses.replace(options, run_id=_resumed_id(ensemble, resume))
+        checkpoint = await RunCheckpoint.open(
+            _store(ensemble), options.run_id or resume, resume=True
+        )
+        inputs = checkpoint.inputs if inputs is None else inputs
     # the ensemble's inputs were made text when it was built
     run_inputs = {
         **cast("Mapping[str, str]", ensemble.inputs),
@@ -197,7 +208,7 @@ async def run_ensemble(
         [*(task.agent for task in every if task.agent is not None), *ensemble.agents], run_inputs
     )
     await _check_memory_store(ensemble)
-    run = _run_context(ensemble, options, shape, agents)
+    run = _with_checkpoint(_run_context(ensemble, options, shape, agents), ensemble, checkpoint)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
@@ -211,6 +222,36 @@ async def run_ensemble(
                 raise
             return await _timed_out_while_planning(run, run_inputs, exporter)
         return await execute_run(plan, _with_team(run, plan), exporter)
+
+
+def _store(ensemble: Ensemble) -> CheckpointStore:
+    store = ensemble.checkpoint_store
+    if store is None:
+        raise ValidationError(
+            "resume needs the ensemble's checkpoint: Ensemble(checkpoint=path or "
+            "CheckpointStore) records the runs it can resume"
+        )
+    return store
+
+
+def _resumed_id(ensemble: Ensemble, resume: object) -> str:
+    """The id of the run to resume (checked: text, and the ensemble checkpoints runs)."""
+    _store(ensemble)
+    if not isinstance(resume, str) or not resume.strip():
+        raise ValidationError(f"resume must be the id of a checkpointed run, got: {resume!r}")
+    return resume
+
+
+def _with_checkpoint(
+    run: RunContext, ensemble: Ensemble, resumed: RunCheckpoint | None
+) -> RunContext:
+    """The run context with its checkpoint: the resumed run's, or a new one when the
+    ensemble checkpoints its runs."""
+    store = ensemble.checkpoint_store
+    if resumed is None and store is None:
+        return run
+    checkpoint = resumed or RunCheckpoint(cast("CheckpointStore", store), run.run_id)
+    return dataclasses.replace(run, checkpoint=checkpoint)
 
 
 async def _check_memory_store(ensemble: Ensemble) -> None:
@@ -437,6 +478,7 @@ def _run_context(
         memory=_memory(ensemble),
         hooks=RunHooks.of((*ensemble.hooks, *options.hooks)),
         agents=agents,
+        budget=RunBudget.of(options, shape.all_tasks, ensemble.cost_configuration),
     )
 
 
@@ -751,6 +793,7 @@ async def _timed_out_while_planning(
         exit_reason=ExitReason.TIMEOUT,
         metrics=trace.metrics,
         trace=trace,
+        run_id=run.run_id,
     )
 
 
@@ -768,6 +811,8 @@ async def execute_run(
     )
     failure: BaseException | None = None
     reason = ExitReason.ERROR
+    if run.checkpoint is not None:
+        await run.checkpoint.begin(plan_of(plan.tasks), plan.inputs)
     async with run.events.open():
         try:
             await _announce_start(plan, run)
@@ -779,6 +824,8 @@ async def execute_run(
         )
         cancelled = isinstance(failure, asyncio.CancelledError)
         interrupted = await _deliver_ending(run, ended, cancelled=cancelled)
+    if run.checkpoint is not None:
+        interrupted = await _checkpoint_ended(run.checkpoint, reason, failure) or interrupted
     trace, interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
@@ -795,7 +842,31 @@ async def execute_run(
         _final=_final_output(plan, run),
         _loops=dict(run.outputs.loops),
         _graph=run.outputs.graph,
+        run_id=run.run_id,
     )
+
+
+async def _checkpoint_ended(
+    checkpoint: RunCheckpoint, reason: ExitReason, failure: BaseException | None
+) -> asyncio.CancelledError | None:
+    """Record how the run ended (even if cancelled meanwhile); a run that did not complete
+    says, in its error, how to resume it. A store that fails here is logged: the run's
+    outputs matter more than its end mark."""
+    if isinstance(failure, Exception):
+        failure.add_note(resume_hint(checkpoint.run_id))
+    if failure is None:
+        status = reason.value
+    elif isinstance(failure, asyncio.CancelledError):
+        status = "CANCELLED"
+    else:
+        status = ExitReason.ERROR.value
+    try:
+        return await finish_even_if_cancelled(checkpoint.end(status))
+    except Exception as error:  # the run's result is still returned or raised
+        logger.warning(
+            "Run %s: its checkpoint's end was not recorded: %s", checkpoint.run_id, error
+        )
+        return None
 
 
 async def _announce_start(plan: RunPlan, run: RunContext) -> None:
@@ -894,7 +965,7 @@ async def _deliver_ending(
     run.events.record(ended)
     interrupted = None
     if run.events.wants(EnsembleCompletedEvent):
-        interrupted = await _even_if_cancelled(run.events.deliver(ended))
+        interrupted = await finish_even_if_cancelled(run.events.deliver(ended))
     if run.events.draining:
         interrupted = await _drained(run, cancelled=cancelled) or interrupted
     return interrupted
@@ -940,22 +1011,8 @@ async def _exported(
     the cancellation to raise afterwards, if any."""
     trace = run.trace.result()
     if exporter is not None:
-        interrupted = await _even_if_cancelled(export_trace(exporter, trace)) or interrupted
+        interrupted = await finish_even_if_cancelled(export_trace(exporter, trace)) or interrupted
     return trace, interrupted
-
-
-async def _even_if_cancelled(work: Coroutine[Any, Any, None]) -> asyncio.CancelledError | None:
-    """Finish `work` (reporting a run's end) even when the run is cancelled meanwhile, and
-    return the cancellation for the caller to raise once every report is done: a cancelled
-    run still reports what it completed."""
-    task = asyncio.create_task(work)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError as error:
-            cancelled = error
-    return cancelled
 
 
 def _final_output(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:

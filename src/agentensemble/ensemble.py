@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentensemble._checks import as_tuple, items_of, require_int, unique_names
 from agentensemble._formats import require_toon
@@ -18,6 +18,7 @@ from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
 from agentensemble._unset import UNSET, Unset, resolve_int
 from agentensemble.agent import Agent
+from agentensemble.checkpoints import CheckpointStore, resolve_checkpoint
 from agentensemble.delegation import (
     DelegationPolicy,
     HierarchicalConstraints,
@@ -96,6 +97,11 @@ class EnsembleSettings(metaclass=KeywordHints):
     context_format: ContextFormat = ContextFormat.JSON
     """How structured context outputs and JSON tool results are written into prompts
     (`ContextFormat.TOON` needs the ``toon`` extra)."""
+    checkpoint: CheckpointStore | str | os.PathLike[str] | None = None
+    """Where each run records its tasks as they complete (a SQLite file's path, or a
+    `CheckpointStore`), so that ``run(resume=run_id)`` continues a run that crashed,
+    failed, timed out or paused without calling the completed tasks' models again. A path
+    becomes a ``CheckpointStore.sqlite(path)`` when the ensemble is made."""
     cost_configuration: CostConfiguration | None = None
     """Token prices, for cost estimates in metrics and traces."""
     trace_exporter: TraceExporter | None = None
@@ -231,6 +237,7 @@ class Ensemble(EnsembleSettings):
                 "_manager_model",
                 resolve_model(self.manager_llm, field="Ensemble manager_llm"),
             )
+        set_(self, "checkpoint", resolve_checkpoint(self.checkpoint))
         callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
         set_(
             self,
@@ -244,18 +251,32 @@ class Ensemble(EnsembleSettings):
         return self._model
 
     @property
+    def checkpoint_store(self) -> CheckpointStore | None:
+        """`checkpoint` as a store (a path became a SQLite one), or None."""
+        return cast("CheckpointStore | None", self.checkpoint)
+
+    @property
     def manager_model(self) -> ChatModel | None:
         """`manager_llm` resolved to a `ChatModel` (None when not set)."""
         return self._manager_model
 
     def run(
-        self, inputs: Inputs | None = None, options: RunOptions | None = None
+        self,
+        inputs: Inputs | None = None,
+        options: RunOptions | None = None,
+        *,
+        resume: str | None = None,
     ) -> EnsembleOutput:
-        """Run the ensemble and wait for the result. Works inside a running event loop too."""
-        return run_sync(self.arun(inputs, options))
+        """Run the ensemble and wait for the result. Works inside a running event loop too.
+        See `arun`."""
+        return run_sync(self.arun(inputs, options, resume=resume))
 
     async def arun(
-        self, inputs: Inputs | None = None, options: RunOptions | None = None
+        self,
+        inputs: Inputs | None = None,
+        options: RunOptions | None = None,
+        *,
+        resume: str | None = None,
     ) -> EnsembleOutput:
         """Run the ensemble.
 
@@ -263,15 +284,19 @@ class Ensemble(EnsembleSettings):
         `TaskExecutionError` or `ParallelExecutionError` (carrying every completed output)
         when tasks fail. A run whose `RunOptions.timeout` expires returns the completed
         outputs with ``exit_reason == ExitReason.TIMEOUT``.
+
+        `resume` (the id of a run this ensemble's `checkpoint` recorded) continues that run:
+        its completed tasks are restored, not run again, and the rest run as before (with
+        the recorded inputs when `inputs` is None).
         """
         from agentensemble._run import run_ensemble  # the engine loads on first run
 
         dashboard = self.web_dashboard
         if dashboard is None:
-            return await run_ensemble(self, inputs, options)
+            return await run_ensemble(self, inputs, options, resume=resume)
         await dashboard.acquire_for_run()
         try:
-            return await run_ensemble(self, inputs, options)
+            return await run_ensemble(self, inputs, options, resume=resume)
         finally:
             await dashboard.release_for_run()
 

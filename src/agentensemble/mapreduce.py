@@ -216,14 +216,22 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         return dataclasses.replace(self._template, tasks=self._tree.tasks)
 
     def run(
-        self, inputs: Inputs | None = None, options: RunOptions | None = None
+        self,
+        inputs: Inputs | None = None,
+        options: RunOptions | None = None,
+        *,
+        resume: str | None = None,
     ) -> EnsembleOutput:
         """Run the map-reduce and wait for the result (the final reduce's output is
         ``.raw``). Works inside a running event loop too."""
-        return run_sync(self.arun(inputs, options))
+        return run_sync(self.arun(inputs, options, resume=resume))
 
     async def arun(
-        self, inputs: Inputs | None = None, options: RunOptions | None = None
+        self,
+        inputs: Inputs | None = None,
+        options: RunOptions | None = None,
+        *,
+        resume: str | None = None,
     ) -> EnsembleOutput:
         """Run the map-reduce.
 
@@ -231,6 +239,8 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         any model call, `TaskExecutionError` (FAIL_FAST) or `ParallelExecutionError`
         (CONTINUE_ON_ERROR, when the final reduce could not run) carrying every completed
         output. The trace's workflow is ``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``.
+        With a `checkpoint`, ``resume=run_id`` continues a run that stopped: the tasks it
+        completed, on every level, are restored instead of run again.
         """
         strategy = self._strategy
         if self._tree is not None:
@@ -239,10 +249,12 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
             def static(_: Planner) -> MapReduceExecutor:
                 return MapReduceExecutor(nodes, strategy)
 
-            return await run_ensemble(self.to_ensemble(), inputs, options, compose=static)
+            return await run_ensemble(
+                self.to_ensemble(), inputs, options, compose=static, resume=resume
+            )
         tasks, compose = self._adaptive_start()
         inner = dataclasses.replace(self._template, tasks=tasks)
-        return await run_ensemble(inner, inputs, options, compose=compose)
+        return await run_ensemble(inner, inputs, options, compose=compose, resume=resume)
 
     def astream(
         self,

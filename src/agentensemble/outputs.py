@@ -88,6 +88,9 @@ class EnsembleOutput:
     """Outputs by phase name (runs with phases only)."""
     trace: ExecutionTrace | None = None
     """The run's execution trace."""
+    run_id: str = ""
+    """The run's id (``ensemble_id`` on its events and trace): what ``run(resume=...)``
+    takes to continue a checkpointed run that stopped early."""
     _by_task: Mapping[Task[Any], TaskOutput[Any]] = field(default_factory=dict, repr=False)
     _final: TaskOutput[Any] | None = field(default=None, repr=False)
     """The output `raw` comes from (None: the last in `task_outputs`)."""

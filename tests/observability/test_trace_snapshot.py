@@ -54,7 +54,7 @@ def test_trace_json_shape() -> None:
     assert output.trace is not None
     assert normalize(json.loads(output.trace.to_json())) == snapshot(
         {
-            "schema_version": "1.4",
+            "schema_version": "1.5",
             "ensemble_id": "<run id>",
             "workflow": "SEQUENTIAL",
             "capture_mode": "FULL",
@@ -160,7 +160,7 @@ The sum\
                             "input_tokens": 20,
                             "output_tokens": 4,
                             "response_type": "FINAL_ANSWER",
-                            "response_text": None,
+                            "response_text": "5",
                             "tool_calls": [],
                             "messages": [
                                 {
@@ -230,6 +230,7 @@ The sum\
                     "map_reduce_level": None,
                     "error": None,
                     "name": None,
+                    "restored": False,
                 }
             ],
             "metrics": {

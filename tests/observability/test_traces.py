@@ -59,7 +59,7 @@ def traced_run(**ensemble_kwargs: Any) -> EnsembleOutput:
 def test_the_base_trace_records_prompts_model_calls_and_tool_calls() -> None:
     output = traced_run()
     trace = trace_of(output)
-    assert trace.schema_version == SCHEMA_VERSION == "1.4"
+    assert trace.schema_version == SCHEMA_VERSION == "1.5"
     assert (trace.workflow, trace.capture_mode, trace.exit_reason) == (
         "PARALLEL",
         "OFF",
@@ -105,7 +105,7 @@ def test_json_round_trip() -> None:
     trace = trace_of(traced_run(capture_mode=CaptureMode.STANDARD))
     text = trace.to_json()
     data = json.loads(text)
-    assert data["schema_version"] == "1.4"
+    assert data["schema_version"] == "1.5"
     assert data["total_duration"].startswith("PT")
     assert data["started_at"].endswith("Z") or "+00:00" in data["started_at"]
     assert ExecutionTrace.from_json(text) == trace

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentensemble.enums import LoopMemoryMode, LoopOutputMode, MaxIterationsAction
 from agentensemble.errors import MaxLoopIterationsExceededError
@@ -89,6 +89,9 @@ class LoopRunner:
 
     loop: Loop
     body: tuple[PlannedTask, ...]
+    composite: ClassVar[bool] = True
+    """Its output is what its body's tasks make: a resumed run restores those, never the
+    loop's own task."""
 
     async def __call__(self, state: TaskState) -> None:
         task, loop = state.task, self.loop

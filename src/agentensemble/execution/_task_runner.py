@@ -12,8 +12,10 @@ from agentensemble.execution._recorder import TaskRecorder
 from agentensemble.execution._steps import TaskState
 
 if TYPE_CHECKING:
+    from agentensemble.execution._checkpointing import Slot
     from agentensemble.execution._context import RunOutputs, TaskContext
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.observability._events import TaskCompleteEvent
     from agentensemble.outputs import TaskOutput
 
 __all__ = ["context_outputs", "run_task"]
@@ -83,6 +85,9 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
     """
     planned = task.planned
     recorder = TaskRecorder(task)
+    slot = _slot(task)
+    if slot is not None and slot.recorded is not None:
+        return await _restore(task, recorder, slot.recorded)
     state = TaskState(task, recorder)
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         for step in planned.before_start:  # a gate may end the run before the task starts
@@ -94,16 +99,52 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             await recorder.task_failed(error)  # cancelled or ended early: still an ending
             raise
         event, output = recorder.completed(state.raw, state.parsed)
-        if task.depth == 0:
-            replaced = task.run.outputs.task_id_of(planned.source)
-            task.run.outputs.record(planned.source, output, task.task_id)
-            if replaced:  # a loop's earlier iteration, a graph state's earlier visit
-                task.run.trace.release(replaced)
+        _keep(task, output)
+        if slot is not None:
+            await task.run.checkpoint.record(slot, event, output)  # type: ignore[union-attr]
         await task.run.events.deliver(event)
     if state.late_failure is not None:
         raise state.late_failure
     if state.stop is not None:
         raise state.stop
+    return output
+
+
+def _keep(task: TaskContext, output: TaskOutput[Any]) -> None:
+    """A task of the ensemble (depth 0) that completes is recorded in the run's outputs."""
+    if task.depth == 0:
+        planned = task.planned
+        replaced = task.run.outputs.task_id_of(planned.source)
+        task.run.outputs.record(planned.source, output, task.task_id)
+        if replaced:  # a loop's earlier iteration, a graph state's earlier visit
+            task.run.trace.release(replaced)
+
+
+def _slot(task: TaskContext) -> Slot | None:
+    """The task's place in the run's checkpoint (None: the run has none, or the task is a
+    loop's own, whose output its body's tasks make again)."""
+    checkpoint = task.run.checkpoint
+    steps = task.planned.steps
+    if checkpoint is None or (steps and getattr(steps[0], "composite", False)):
+        return None
+    return checkpoint.slot(task)
+
+
+async def _restore(
+    task: TaskContext, recorder: TaskRecorder, recorded: TaskCompleteEvent
+) -> TaskOutput[Any]:
+    """A task a resumed run completed before: its start, then its recorded completion,
+    without running it (nor its review gates) again."""
+    planned = task.planned
+    checkpoint = task.run.checkpoint
+    if checkpoint is None:  # only a run with a checkpoint has recorded tasks
+        raise AssertionError("restoring a task in a run without a checkpoint")
+    with task_log_context(planned.index, planned.total, planned.description, planned.role):
+        await recorder.task_started()
+        event, output = checkpoint.restored(task, recorded, task.run.events.next_seq())
+        task.run.events.record(event)
+        _keep(task, output)
+        await task.run.events.deliver(event)
     return output
 
 

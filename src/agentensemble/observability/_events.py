@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # named only in annotations: `event_adapter` resolves them wh
         ErrorTrace,
         LlmInteraction,
         MapReduceLevelSummary,
+        TaskTrace,
     )
 
 __all__ = [
@@ -299,6 +300,9 @@ class TaskCompleteEvent(TaskEvent):
     output_tokens: int = -1
     token_count: int = -1
     """Tokens of the task's model calls (each -1 when any count is unknown)."""
+    restored_trace: TaskTrace | None = None
+    """In a resumed run, a task whose output came from the run's checkpoint: the trace of
+    the execution that produced it (its model calls, tokens and tools). None otherwise."""
     type: Literal["task_completed"] = field(default="task_completed", init=False)
 
 

@@ -33,7 +33,7 @@ __all__ = [
     "load_trace",
 ]
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 
 ToolOutcome = Literal["SUCCESS", "FAILURE", "ERROR", "SKIPPED_MAX_ITERATIONS"]
 
@@ -93,8 +93,8 @@ class LlmInteraction:
     output_tokens: int
     response_type: Literal["TOOL_CALLS", "FINAL_ANSWER"]
     response_text: str | None
-    """The answer's text; for the final answer it is the task's `final_output` (not stored
-    twice: None here)."""
+    """The answer's text. For the final answer: kept under capture mode FULL (what
+    `ReplayModel` answers with); otherwise None here, as it is the task's `final_output`."""
     tool_calls: tuple[ToolCallTrace, ...] = ()
     messages: tuple[CapturedMessage, ...] = ()
     """The whole conversation sent (capture mode STANDARD and up)."""
@@ -170,6 +170,9 @@ class TaskTrace:
     then holds what it did until then."""
     name: str | None = None
     """The task's `name`, when it has one (schema 1.3)."""
+    restored: bool = False
+    """True when the output came from the run's checkpoint: a resumed run did not execute
+    the task again (schema 1.5)."""
 
 
 @direct_init

@@ -281,6 +281,12 @@ class TraceFold:
         task = self._running.pop(event.task_id, None)
         if task is None:
             return
+        if event.restored_trace is not None:
+            restored = dataclasses.replace(
+                event.restored_trace, task_index=task.start.task_index, restored=True
+            )
+            self._done[event.task_id] = (restored, restored.metrics)
+            return
         metrics = task.metrics(self._cost)
         trace = self._task_trace(task, event.duration, metrics, event.raw)
         if event.parsed_output is not None:
@@ -384,7 +390,11 @@ class TraceFold:
             raise ValueError("a model call of a completed task has no answer")
         started_at = call.started.timestamp if call.started else completed.timestamp
         messages = call.started.messages if call.started else ()
-        final = completed.response_type == "FINAL_ANSWER"
+        # a final answer's text is the task's final_output: one copy, not two; FULL keeps it
+        # (the text of an answer that a structured-output retry replaced is only here)
+        omit_text = (
+            completed.response_type == "FINAL_ANSWER" and self._capture is not CaptureMode.FULL
+        )
         return LlmInteraction(
             iteration_index=completed.iteration_index,
             started_at=started_at,
@@ -393,8 +403,7 @@ class TraceFold:
             input_tokens=completed.input_tokens,
             output_tokens=completed.output_tokens,
             response_type=completed.response_type,
-            # a final answer's text is the task's final_output: one copy, not two
-            response_text=None if final else completed.response_text,
+            response_text=None if omit_text else completed.response_text,
             tool_calls=_in_request_order(call.tool_calls, completed),
             messages=capture_messages(messages) if self._capture is not CaptureMode.OFF else (),
         )

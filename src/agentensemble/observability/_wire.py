@@ -55,6 +55,7 @@ def event_adapter() -> TypeAdapter[Event]:
             ErrorTrace,
             LlmInteraction,
             MapReduceLevelSummary,
+            TaskTrace,
         )
 
         _ADAPTER = TypeAdapter(Annotated[Event, Field(discriminator="type")])

@@ -1,0 +1,202 @@
+"""One run's checkpoint: each completed task recorded as it completes, and, when the run
+resumes an earlier one, the recorded tasks handed back instead of being executed again.
+
+A task's place in the run is its key: ``{index}#{n}`` for the n-th execution of the run's
+task at `index` (a loop's body and a graph's states run more than once, in an order their
+recorded outputs decide again), and ``worker:{role}:{digest of the request}#{n}`` for a
+delegated worker (a re-run manager that asks again for the same work gets the recorded
+answer). What is recorded is the task's `TaskCompleteEvent` with its trace; restoring it
+emits the task's start and completion again, marked restored, so listeners, the trace and
+the metrics see the same run an uninterrupted one gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentensemble._calling import finish_even_if_cancelled
+from agentensemble.checkpoints import CheckpointStore, SavedRun
+from agentensemble.errors import ValidationError
+from agentensemble.observability._events import TaskCompleteEvent
+from agentensemble.observability._wire import parse_event, serialize_event
+from agentensemble.outputs import TaskOutput, _adapter
+
+if TYPE_CHECKING:
+    from agentensemble.execution._context import TaskContext
+    from agentensemble.execution._planning import PlannedTask
+
+__all__ = ["RunCheckpoint", "Slot", "plan_of", "resume_hint"]
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A task execution's place in the checkpoint, and what was recorded there."""
+
+    key: str
+    recorded: TaskCompleteEvent | None
+
+
+def plan_of(tasks: Sequence[PlannedTask]) -> list[list[Any]]:
+    """The planned tasks as a checkpoint keeps them: index, description and agent role."""
+    return [[planned.index, planned.description, planned.role] for planned in tasks]
+
+
+def resume_hint(run_id: str) -> str:
+    """How to resume `run_id` (added to a checkpointed run's errors)."""
+    return f"run {run_id} is checkpointed: resume it with ensemble.run(resume={run_id!r})"
+
+
+class RunCheckpoint:
+    """The checkpoint of one run: where its completed tasks go, and (resuming) what it
+    restores."""
+
+    __slots__ = ("_recorded", "_seen", "header", "run_id", "store")
+
+    def __init__(self, store: CheckpointStore, run_id: str, saved: SavedRun | None = None) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.header: dict[str, Any] = dict(saved.header) if saved is not None else {}
+        self._recorded: Mapping[str, Mapping[str, Any]] = saved.records if saved else {}
+        self._seen: Counter[str] = Counter()
+
+    @classmethod
+    async def open(cls, store: CheckpointStore, run_id: str, *, resume: bool) -> RunCheckpoint:
+        """The checkpoint of a new run, or of the run `run_id` being resumed (which must be
+        in `store`)."""
+        if not resume:
+            return cls(store, run_id)
+        saved = await store.load(run_id)
+        if saved is None:
+            raise ValidationError(
+                f"resume={run_id!r}: the ensemble's checkpoint has no run with that id "
+                "(CheckpointStore.runs() lists the runs it has)"
+            )
+        return cls(store, run_id, saved)
+
+    @property
+    def resuming(self) -> bool:
+        """Whether this run continues a recorded one."""
+        return bool(self.header)
+
+    @property
+    def inputs(self) -> Mapping[str, str]:
+        """The recorded run's template inputs."""
+        return dict(self.header.get("inputs", {}))
+
+    async def begin(self, plan: list[list[Any]], inputs: Mapping[str, str]) -> None:
+        """Check a resumed run plans the tasks the recorded one did, then record the run's
+        header (a new run's checkpoint starts empty)."""
+        if self.resuming:
+            _check_same_plan(self.run_id, self.header.get("plan", []), plan)
+        else:
+            await self.store.adelete(self.run_id)  # an id reused by a new run starts over
+        self.header = {**self.header, "plan": plan, "inputs": dict(inputs)}
+        await self.store.begin(self.run_id, self.header)
+
+    def slot(self, task: TaskContext) -> Slot:
+        """The place of this execution of `task`, and its recorded completion, if any."""
+        planned = task.planned
+        if task.depth == 0:
+            place = str(planned.index)
+        else:
+            digest = hashlib.sha256(planned.description.encode()).hexdigest()[:16]
+            place = f"worker:{planned.role}:{digest}"
+        self._seen[place] += 1
+        key = f"{place}#{self._seen[place]}"
+        data = self._recorded.get(key)
+        if data is None:
+            return Slot(key, None)
+        event = parse_event(data)
+        if not isinstance(event, TaskCompleteEvent):
+            raise ValidationError(f"checkpoint of run {self.run_id}: {key} is not a task")
+        _check_same_task(self.run_id, planned, event)
+        return Slot(key, event)
+
+    def restored(
+        self, task: TaskContext, recorded: TaskCompleteEvent, seq: int
+    ) -> tuple[TaskCompleteEvent, TaskOutput[Any]]:
+        """The completion of `task` from its recorded one: the event this run emits, and
+        the task's output (its structured result read back into the task's type)."""
+        planned = task.planned
+        trace = recorded.restored_trace
+        if trace is None:
+            raise ValidationError(f"checkpoint of run {self.run_id}: a task without its trace")
+        output_type = planned.source.output_type
+        parsed = recorded.parsed_output
+        if parsed is not None and output_type is not None:
+            parsed = _adapter(output_type).validate_python(parsed)
+        event = dataclasses.replace(
+            recorded,
+            ensemble_id=self.run_id,
+            seq=seq,
+            task_id=task.task_id,
+            parent_task_id=task.parent_task_id,
+            task_index=planned.index,
+            total_tasks=planned.total,
+        )
+        output = TaskOutput(
+            raw=recorded.raw,
+            task_description=planned.description,
+            agent_role=planned.role,
+            completed_at=trace.completed_at,
+            duration=trace.duration,
+            tool_call_count=trace.metrics.tool_call_count,
+            parsed_output=parsed,
+            output_type=output_type,
+            metrics=trace.metrics,
+            trace=dataclasses.replace(trace, task_index=planned.index, restored=True),
+            name=planned.source.name,
+        )
+        return event, output
+
+    async def record(self, slot: Slot, event: TaskCompleteEvent, output: TaskOutput[Any]) -> None:
+        """Record a completed task (even if the run is cancelled meanwhile: a cancel is
+        raised once the record is written)."""
+        data = serialize_event(dataclasses.replace(event, restored_trace=output.trace))
+        cancelled = await finish_even_if_cancelled(self.store.record(self.run_id, slot.key, data))
+        if cancelled is not None:
+            raise cancelled
+
+    async def end(self, status: str, pending: Mapping[str, Any] | None = None) -> None:
+        """Record how the run ended (a paused run: the review it waits for)."""
+        self.header = {**self.header, "pending": dict(pending) if pending else None}
+        await self.store.end(self.run_id, status, self.header)
+
+
+def _check_same_plan(run_id: str, recorded: list[list[Any]], planned: list[list[Any]]) -> None:
+    """A resumed run must plan the same tasks, by description, agent role and position."""
+    for before, now in zip(recorded, planned, strict=False):
+        if list(before) != list(now):
+            raise ValidationError(_changed(run_id, before, now))
+    if len(recorded) != len(planned):
+        raise ValidationError(
+            f"cannot resume run {run_id}: it planned {len(recorded)} tasks, the ensemble now "
+            f"plans {len(planned)}"
+        )
+
+
+def _changed(run_id: str, before: list[Any], now: list[Any]) -> str:
+    index, description, role = before
+    _, new_description, new_role = now
+    what = (
+        f"its description was {description!r}, now {new_description!r}"
+        if description != new_description
+        else f"its agent role was {role!r}, now {new_role!r}"
+    )
+    return f"cannot resume run {run_id}: task {index} changed since it was checkpointed: {what}"
+
+
+def _check_same_task(run_id: str, planned: PlannedTask, recorded: TaskCompleteEvent) -> None:
+    if (recorded.task_description, recorded.agent_role) != (planned.description, planned.role):
+        raise ValidationError(
+            _changed(
+                run_id,
+                [planned.index, recorded.task_description, recorded.agent_role],
+                [planned.index, planned.description, planned.role],
+            )
+        )
