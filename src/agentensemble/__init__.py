@@ -127,6 +127,7 @@ from agentensemble.phase import Phase
 from agentensemble.review import (
     ExitEarlyRequested,
     OnTimeoutAction,
+    PendingReview,
     Review,
     ReviewDecision,
     ReviewHandler,
@@ -242,6 +243,7 @@ __all__ = [
     "ParallelErrorStrategy",
     "ParallelExecutionError",
     "PendingModelCall",
+    "PendingReview",
     "PendingToolCall",
     "Persona",
     "Phase",

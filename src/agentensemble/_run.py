@@ -70,7 +70,8 @@ from agentensemble.observability._listeners import EventDispatcher
 from agentensemble.observability._log_fold import LogFold
 from agentensemble.options import RunOptions
 from agentensemble.outputs import EnsembleOutput, TaskOutput
-from agentensemble.review import ReviewPolicy
+from agentensemble.review import OnTimeoutAction, ReviewDecision, ReviewPolicy
+from agentensemble.review._signals import RunPaused
 from agentensemble.task import Task
 from agentensemble.workflows._executor import (
     ComposedExecutor,
@@ -185,17 +186,24 @@ async def run_ensemble(
     *,
     compose: Compose | None = None,
     resume: str | None = None,
+    decision: ReviewDecision | None = None,
 ) -> EnsembleOutput:
     """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
-    makes its executor); with `resume`, continue that checkpointed run."""
+    makes its executor); with `resume`, continue that checkpointed run (a paused one with
+    the `decision` on the review it waits for)."""
     options = _check_options(options)
     checkpoint = None
     if resume is not None:
         options = dataclasses.replace(options, run_id=_resumed_id(ensemble, resume))
         checkpoint = await RunCheckpoint.open(
-            _store(ensemble), options.run_id or resume, resume=True
+            _store(ensemble), options.run_id or resume, resume=True, decision=decision
         )
         inputs = checkpoint.inputs if inputs is None else inputs
+    elif decision is not None:
+        raise ValidationError(
+            f"decision={decision!r} answers the review a paused run waits for: pass the "
+            "run's id as resume= too"
+        )
     # the ensemble's inputs were made text when it was built
     run_inputs = {
         **cast("Mapping[str, str]", ensemble.inputs),
@@ -290,6 +298,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
     shape: _Shape | None = ensemble._validated
     if shape is None:
         shape = _check(ensemble)
+        _check_pausing(ensemble, shape.all_tasks)
         warnings = _unfed_tasks_warning(ensemble, shape)
         for message in warnings:
             logger.warning("%s", message)
@@ -298,6 +307,28 @@ def _validate(ensemble: Ensemble) -> _Shape:
         )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
+
+
+def _check_pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> None:
+    """A review that pauses the run needs a checkpoint to resume from."""
+    if ensemble.checkpoint_store is not None:
+        return
+    handler = ensemble.review_handler
+    if getattr(handler, "pauses", False):
+        raise ValidationError(
+            "Ensemble review_handler ReviewHandler.pause() pauses the run at each review, and "
+            "a paused run resumes from its checkpoint: set Ensemble(checkpoint=path or "
+            "CheckpointStore)"
+        )
+    for task in tasks:
+        for name in ("before_review", "review"):
+            review = getattr(task, name)
+            if review is not None and review.on_timeout is OnTimeoutAction.PAUSE:
+                raise ValidationError(
+                    f"Task '{task.label}' {name} on_timeout=PAUSE pauses the run, and a paused "
+                    "run resumes from its checkpoint: set Ensemble(checkpoint=path or "
+                    "CheckpointStore)"
+                )
 
 
 def _check(ensemble: Ensemble) -> _Shape:
@@ -824,8 +855,10 @@ async def execute_run(
         )
         cancelled = isinstance(failure, asyncio.CancelledError)
         interrupted = await _deliver_ending(run, ended, cancelled=cancelled)
+    paused = _paused(run)
     if run.checkpoint is not None:
-        interrupted = await _checkpoint_ended(run.checkpoint, reason, failure) or interrupted
+        ending = _checkpoint_ended(run.checkpoint, reason, failure, paused)
+        interrupted = await ending or interrupted
     trace, interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
@@ -843,11 +876,21 @@ async def execute_run(
         _loops=dict(run.outputs.loops),
         _graph=run.outputs.graph,
         run_id=run.run_id,
+        pending_review=paused.pending if paused is not None else None,
     )
 
 
+def _paused(run: RunContext) -> RunPaused | None:
+    """The signal that paused the run, if a review paused it."""
+    signal = run.stop.signal
+    return signal if isinstance(signal, RunPaused) else None
+
+
 async def _checkpoint_ended(
-    checkpoint: RunCheckpoint, reason: ExitReason, failure: BaseException | None
+    checkpoint: RunCheckpoint,
+    reason: ExitReason,
+    failure: BaseException | None,
+    paused: RunPaused | None,
 ) -> asyncio.CancelledError | None:
     """Record how the run ended (even if cancelled meanwhile); a run that did not complete
     says, in its error, how to resume it. A store that fails here is logged: the run's
@@ -861,7 +904,7 @@ async def _checkpoint_ended(
     else:
         status = ExitReason.ERROR.value
     try:
-        return await finish_even_if_cancelled(checkpoint.end(status))
+        return await finish_even_if_cancelled(checkpoint.end(status, paused))
     except Exception as error:  # the run's result is still returned or raised
         logger.warning(
             "Run %s: its checkpoint's end was not recorded: %s", checkpoint.run_id, error

@@ -52,7 +52,7 @@ from agentensemble.observability._listeners import (
 )
 from agentensemble.options import RunOptions, check_length
 from agentensemble.phase import Phase
-from agentensemble.review import ReviewHandler, ReviewPolicy
+from agentensemble.review import ReviewDecision, ReviewHandler, ReviewPolicy
 from agentensemble.review._handlers import check_handler
 from agentensemble.task import Task
 
@@ -266,10 +266,11 @@ class Ensemble(EnsembleSettings):
         options: RunOptions | None = None,
         *,
         resume: str | None = None,
+        decision: ReviewDecision | None = None,
     ) -> EnsembleOutput:
         """Run the ensemble and wait for the result. Works inside a running event loop too.
         See `arun`."""
-        return run_sync(self.arun(inputs, options, resume=resume))
+        return run_sync(self.arun(inputs, options, resume=resume, decision=decision))
 
     async def arun(
         self,
@@ -277,6 +278,7 @@ class Ensemble(EnsembleSettings):
         options: RunOptions | None = None,
         *,
         resume: str | None = None,
+        decision: ReviewDecision | None = None,
     ) -> EnsembleOutput:
         """Run the ensemble.
 
@@ -287,16 +289,17 @@ class Ensemble(EnsembleSettings):
 
         `resume` (the id of a run this ensemble's `checkpoint` recorded) continues that run:
         its completed tasks are restored, not run again, and the rest run as before (with
-        the recorded inputs when `inputs` is None).
+        the recorded inputs when `inputs` is None). A run that paused at a review
+        (exit reason ``PAUSED``) is resumed with the `decision` on that review.
         """
         from agentensemble._run import run_ensemble  # the engine loads on first run
 
         dashboard = self.web_dashboard
         if dashboard is None:
-            return await run_ensemble(self, inputs, options, resume=resume)
+            return await run_ensemble(self, inputs, options, resume=resume, decision=decision)
         await dashboard.acquire_for_run()
         try:
-            return await run_ensemble(self, inputs, options, resume=resume)
+            return await run_ensemble(self, inputs, options, resume=resume, decision=decision)
         finally:
             await dashboard.release_for_run()
 

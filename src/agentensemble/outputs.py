@@ -15,6 +15,7 @@ from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 if TYPE_CHECKING:
     from agentensemble.graph import GraphStep
     from agentensemble.observability._trace import ExecutionTrace, TaskTrace
+    from agentensemble.review import PendingReview
     from agentensemble.task import Task
 
 __all__ = ["EnsembleOutput", "TaskOutput"]
@@ -91,6 +92,9 @@ class EnsembleOutput:
     run_id: str = ""
     """The run's id (``ensemble_id`` on its events and trace): what ``run(resume=...)``
     takes to continue a checkpointed run that stopped early."""
+    pending_review: PendingReview | None = None
+    """The review a paused run (exit reason ``PAUSED``) waits for: answer it with
+    ``run(resume=run_id, decision=...)``."""
     _by_task: Mapping[Task[Any], TaskOutput[Any]] = field(default_factory=dict, repr=False)
     _final: TaskOutput[Any] | None = field(default=None, repr=False)
     """The output `raw` comes from (None: the last in `task_outputs`)."""

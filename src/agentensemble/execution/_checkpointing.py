@@ -25,10 +25,13 @@ from agentensemble.errors import ValidationError
 from agentensemble.observability._events import TaskCompleteEvent
 from agentensemble.observability._wire import parse_event, serialize_event
 from agentensemble.outputs import TaskOutput, _adapter
+from agentensemble.review import PendingReview, ReviewDecision, ReviewRequest, ReviewTiming
+from agentensemble.review._model import Continue, Edit, ExitEarly
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.review._signals import RunPaused
 
 __all__ = ["RunCheckpoint", "Slot", "plan_of", "resume_hint"]
 
@@ -55,19 +58,36 @@ class RunCheckpoint:
     """The checkpoint of one run: where its completed tasks go, and (resuming) what it
     restores."""
 
-    __slots__ = ("_recorded", "_seen", "header", "run_id", "store")
+    __slots__ = ("_decision", "_recorded", "_seen", "header", "pending", "run_id", "store")
 
-    def __init__(self, store: CheckpointStore, run_id: str, saved: SavedRun | None = None) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        run_id: str,
+        saved: SavedRun | None = None,
+        decision: ReviewDecision | None = None,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.header: dict[str, Any] = dict(saved.header) if saved is not None else {}
         self._recorded: Mapping[str, Mapping[str, Any]] = saved.records if saved else {}
         self._seen: Counter[str] = Counter()
+        pending = self.header.get("pending")
+        self.pending = PendingReview.from_data(pending) if pending else None
+        """The review the resumed run paused at (None: it did not pause)."""
+        self._decision = decision
 
     @classmethod
-    async def open(cls, store: CheckpointStore, run_id: str, *, resume: bool) -> RunCheckpoint:
+    async def open(
+        cls,
+        store: CheckpointStore,
+        run_id: str,
+        *,
+        resume: bool,
+        decision: ReviewDecision | None = None,
+    ) -> RunCheckpoint:
         """The checkpoint of a new run, or of the run `run_id` being resumed (which must be
-        in `store`)."""
+        in `store`; a paused one with the `decision` on the review it waits for)."""
         if not resume:
             return cls(store, run_id)
         saved = await store.load(run_id)
@@ -76,7 +96,50 @@ class RunCheckpoint:
                 f"resume={run_id!r}: the ensemble's checkpoint has no run with that id "
                 "(CheckpointStore.runs() lists the runs it has)"
             )
-        return cls(store, run_id, saved)
+        checkpoint = cls(store, run_id, saved, decision)
+        checkpoint.check_decision()
+        return checkpoint
+
+    def check_decision(self) -> None:
+        """A paused run resumes with a decision on its pending review; only a paused one."""
+        pending, decision = self.pending, self._decision
+        if pending is not None and decision is None:
+            raise ValidationError(
+                f"run {self.run_id} is paused at review {pending.review_id} "
+                f"({pending.timing.value.lower().replace('_', ' ')} of task "
+                f"'{pending.task_description[:80]}'): resume it with decision="
+                "ReviewDecision.Continue(), .Edit(text) or .ExitEarly()"
+            )
+        if decision is not None and not isinstance(decision, (Continue, Edit, ExitEarly)):
+            raise ValidationError(
+                "decision must be ReviewDecision.Continue(), .Edit(text) or .ExitEarly(), "
+                f"got: {decision!r}"
+            )
+        if decision is not None and pending is None:
+            raise ValidationError(
+                f"decision={decision!r}: run {self.run_id} is not paused at a review"
+            )
+
+    def take_decision(self, request: ReviewRequest) -> ReviewDecision | None:
+        """The resume's decision, once, for the review the run paused at."""
+        decision, pending = self._decision, self.pending
+        if decision is None or pending is None or not pending.answers(request):
+            return None
+        self._decision = None
+        return decision
+
+    def output_at_gate(self, slot: Slot) -> str | None:
+        """The output a task paused at its after-review gate had produced, when `slot` is
+        that task and its decision is still to be taken (it resumes at the gate)."""
+        pending = self.pending
+        if (
+            self._decision is None
+            or pending is None
+            or pending.timing is not ReviewTiming.AFTER_EXECUTION
+            or self.header.get("pending_task") != slot.key
+        ):
+            return None
+        return pending.task_output
 
     @property
     def resuming(self) -> bool:
@@ -162,9 +225,13 @@ class RunCheckpoint:
         if cancelled is not None:
             raise cancelled
 
-    async def end(self, status: str, pending: Mapping[str, Any] | None = None) -> None:
-        """Record how the run ended (a paused run: the review it waits for)."""
-        self.header = {**self.header, "pending": dict(pending) if pending else None}
+    async def end(self, status: str, paused: RunPaused | None = None) -> None:
+        """Record how the run ended (a paused run: the review it waits for, and where)."""
+        self.header = {
+            **self.header,
+            "pending": paused.pending.to_data() if paused is not None else None,
+            "pending_task": paused.task_key if paused is not None else None,
+        }
         await self.store.end(self.run_id, status, self.header)
 
 

@@ -44,6 +44,7 @@ def after_review(review: Review) -> TaskStep:
                 state.parsed = None
                 await check_handler_output(state)
 
+    after_review_gate.resumes_here = True  # type: ignore[attr-defined]  # see run_task
     return after_review_gate
 
 

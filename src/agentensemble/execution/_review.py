@@ -22,8 +22,8 @@ from agentensemble.errors import ValidationError
 from agentensemble.execution._context import new_id
 from agentensemble.review import ReviewDecision, ReviewHandler, ReviewPolicy, ReviewRequest
 from agentensemble.review._handlers import timeout_decision
-from agentensemble.review._model import Continue, Edit, ExitEarly, OnTimeoutAction
-from agentensemble.review._signals import ExitEarlyRequested
+from agentensemble.review._model import Continue, Edit, ExitEarly, OnTimeoutAction, PendingReview
+from agentensemble.review._signals import ExitEarlyRequested, RunPaused
 
 if TYPE_CHECKING:
     from agentensemble.execution._context import TaskContext
@@ -65,8 +65,8 @@ async def ask(
             if task.run.stop.requested:
                 return None
             try:
-                decision = await _decide(review, recorder, request)
-            except ControlFlowSignal as signal:  # a timeout with FAIL
+                decision = await _decide(task, review, recorder, request)
+            except ControlFlowSignal as signal:  # a timeout with FAIL or PAUSE, a pause
                 task.run.stop.request(signal)
                 raise
             if exit_ends_run and isinstance(decision, ExitEarly):
@@ -91,9 +91,16 @@ def _with_handler_defaults(request: ReviewRequest, handler: ReviewHandler) -> Re
 
 
 async def _decide(
-    review: RunReview, recorder: TaskRecorder, request: ReviewRequest
+    task: TaskContext, review: RunReview, recorder: TaskRecorder, request: ReviewRequest
 ) -> ReviewDecision:
     await recorder.review_requested(request)
+    checkpoint = task.run.checkpoint
+    resumed = checkpoint.take_decision(request) if checkpoint is not None else None
+    if resumed is not None:  # a paused run, resumed with the decision on this review
+        await recorder.review_decided(request, resumed, 0.0)
+        return resumed
+    if getattr(review.handler, "pauses", False):
+        raise _paused(task, request)
     started = time.perf_counter()
     decision: ReviewDecision | None = None
     try:
@@ -103,12 +110,26 @@ async def _decide(
         if not limit.expired():
             raise
         await recorder.review_timed_out(request, time.perf_counter() - started)
+        if request.on_timeout is OnTimeoutAction.PAUSE:
+            raise _paused(task, request) from None
         return timeout_decision(request)
     finally:
         if decision is None and not limit.expired():  # cancelled, or the handler failed
             await recorder.review_decided(request, None, time.perf_counter() - started)
     await recorder.review_decided(request, decision, time.perf_counter() - started)
     return decision
+
+
+def _paused(task: TaskContext, request: ReviewRequest) -> RunPaused:
+    """The signal that pauses the run at `request` (a run without a checkpoint could not
+    be resumed, so it cannot pause: a clear error instead)."""
+    if task.run.checkpoint is None:
+        raise ValidationError(
+            f"Review of task '{request.task_description[:80]}' would pause the run, and a "
+            "paused run resumes from its checkpoint: set Ensemble(checkpoint=path or "
+            "CheckpointStore)"
+        )
+    return RunPaused(PendingReview.of(request))
 
 
 async def _call(handler: ReviewHandler, request: ReviewRequest) -> object:

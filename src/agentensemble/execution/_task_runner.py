@@ -10,11 +10,16 @@ from agentensemble._logging import task_log_context
 from agentensemble.errors import AgentExecutionError, OutputParsingError, TaskExecutionError
 from agentensemble.execution._recorder import TaskRecorder
 from agentensemble.execution._steps import TaskState
+from agentensemble.execution._structured_output import check_handler_output
+from agentensemble.review._signals import RunPaused
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from agentensemble.execution._checkpointing import Slot
     from agentensemble.execution._context import RunOutputs, TaskContext
     from agentensemble.execution._planning import PlannedTask
+    from agentensemble.execution._steps import TaskStep
     from agentensemble.observability._events import TaskCompleteEvent
     from agentensemble.outputs import TaskOutput
 
@@ -89,13 +94,16 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
     if slot is not None and slot.recorded is not None:
         return await _restore(task, recorder, slot.recorded)
     state = TaskState(task, recorder)
+    steps = _steps_to_run(task, state, slot)
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
         try:  # a task that started always ends: a cancel while listeners hear the start too
             await recorder.task_started()
-            await _run_steps(state)
+            await _run_steps(state, steps)
         except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
+            if isinstance(error, RunPaused) and slot is not None and not error.task_key:
+                error.task_key = slot.key  # where a resumed run picks the task up
             await recorder.task_failed(error)  # cancelled or ended early: still an ending
             raise
         event, output = recorder.completed(state.raw, state.parsed)
@@ -148,18 +156,37 @@ async def _restore(
     return output
 
 
-async def _run_steps(state: TaskState) -> None:
+def _steps_to_run(task: TaskContext, state: TaskState, slot: Slot | None) -> Sequence[TaskStep]:
+    """The task's steps; for the task a resumed run paused at after its output, only its
+    after-review gate and what follows, on the output it had (no model call again)."""
+    steps = task.planned.steps
+    checkpoint = task.run.checkpoint
+    held = checkpoint.output_at_gate(slot) if checkpoint is not None and slot else None
+    if held is None:
+        return steps
+    state.raw = held
+    gate = next(i for i, step in enumerate(steps) if getattr(step, "resumes_here", False))
+    return (_parse_held, *steps[gate:])
+
+
+async def _parse_held(state: TaskState) -> None:
+    """A typed task's held output, parsed again (the gate may approve it as it is)."""
+    if state.task.planned.source.output_spec is not None:
+        await check_handler_output(state)
+
+
+async def _run_steps(state: TaskState, steps: Sequence[TaskStep]) -> None:
     """Every step in order, within the task's deadline if it has one."""
     planned = state.task.planned
     seconds = planned.source.timeout
     if seconds is None:
-        for step in planned.steps:
+        for step in steps:
             await step(state)
         return
     try:
         async with asyncio.timeout(seconds) as deadline:
             with state.task.deadlines.registered(deadline):
-                for step in planned.steps:
+                for step in steps:
                     await step(state)
     except TimeoutError:
         if not deadline.expired():

@@ -9,10 +9,11 @@ per ensemble (``Ensemble(review_handler=..., review_policy=ReviewPolicy.AFTER_EV
 from typing import TYPE_CHECKING, Any
 
 from agentensemble.errors import ReviewTimeoutError
-from agentensemble.review._handlers import AutoApproveHandler, ReviewHandler
+from agentensemble.review._handlers import AutoApproveHandler, PauseHandler, ReviewHandler
 from agentensemble.review._model import (
     DEFAULT_REVIEW_TIMEOUT,
     OnTimeoutAction,
+    PendingReview,
     Review,
     ReviewDecision,
     ReviewPolicy,
@@ -27,6 +28,8 @@ __all__ = [
     "ConsoleReviewHandler",
     "ExitEarlyRequested",
     "OnTimeoutAction",
+    "PauseHandler",
+    "PendingReview",
     "Review",
     "ReviewDecision",
     "ReviewHandler",

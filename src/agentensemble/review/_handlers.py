@@ -13,7 +13,13 @@ from agentensemble.review._model import Continue, ReviewDecision, ReviewRequest
 if TYPE_CHECKING:
     from agentensemble.review._console import ConsoleReviewHandler
 
-__all__ = ["AutoApproveHandler", "ReviewHandler", "check_handler", "timeout_decision"]
+__all__ = [
+    "AutoApproveHandler",
+    "PauseHandler",
+    "ReviewHandler",
+    "check_handler",
+    "timeout_decision",
+]
 
 
 class ReviewHandler(abc.ABC):
@@ -53,6 +59,13 @@ class ReviewHandler(abc.ABC):
         return AutoApproveHandler()
 
     @staticmethod
+    def pause() -> PauseHandler:
+        """Pause the run at every review, at once: the run ends with exit reason
+        ``PAUSED`` and is continued with ``run(resume=run_id, decision=...)`` once someone
+        decided (in this process or another; needs ``Ensemble(checkpoint=...)``)."""
+        return PauseHandler()
+
+    @staticmethod
     def auto_approve_with_delay(delay: timedelta | float) -> AutoApproveHandler:
         """Continue after `delay` (a timedelta or seconds), as a slow reviewer would."""
         return AutoApproveHandler(delay)
@@ -85,6 +98,19 @@ class AutoApproveHandler(ReviewHandler):
         return f"AutoApproveHandler(delay={self.delay:g})" if self.delay else "AutoApproveHandler()"
 
 
+class PauseHandler(ReviewHandler):
+    """Pauses the run at every review (see `ReviewHandler.pause`); the engine never calls
+    its `review`."""
+
+    pauses = True
+
+    def review(self, request: ReviewRequest) -> ReviewDecision:
+        raise AssertionError("the engine pauses the run instead of asking a PauseHandler")
+
+    def __repr__(self) -> str:
+        return "PauseHandler()"
+
+
 def check_handler(handler: Any, field: str) -> ReviewHandler | None:
     """`handler` if it can answer reviews (None stays None), else a ValidationError."""
     if handler is None or isinstance(handler, ReviewHandler):
@@ -97,7 +123,7 @@ def check_handler(handler: Any, field: str) -> ReviewHandler | None:
 
 def timeout_decision(request: ReviewRequest) -> ReviewDecision:
     """What `request.on_timeout` decides when nobody answered: Continue, or
-    ExitEarly(timed_out=True); ``FAIL`` raises `ReviewTimedOut`."""
+    ExitEarly(timed_out=True); ``FAIL`` raises `ReviewTimedOut`, ``PAUSE`` `RunPaused`."""
     from agentensemble.review._model import ExitEarly, OnTimeoutAction
     from agentensemble.review._signals import ReviewTimedOut
 
@@ -105,4 +131,9 @@ def timeout_decision(request: ReviewRequest) -> ReviewDecision:
         return Continue()
     if request.on_timeout is OnTimeoutAction.EXIT_EARLY:
         return ExitEarly(timed_out=True)
+    if request.on_timeout is OnTimeoutAction.PAUSE:
+        from agentensemble.review._model import PendingReview
+        from agentensemble.review._signals import RunPaused
+
+        raise RunPaused(PendingReview.of(request))
     raise ReviewTimedOut(task_description=request.task_description, timeout=request.timeout)

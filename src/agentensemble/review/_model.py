@@ -4,16 +4,18 @@ what a person answers (`ReviewDecision`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agentensemble.errors import ValidationError
 
 __all__ = [
     "DEFAULT_REVIEW_TIMEOUT",
     "OnTimeoutAction",
+    "PendingReview",
     "Review",
     "ReviewDecision",
     "ReviewPolicy",
@@ -58,6 +60,10 @@ class OnTimeoutAction(StrEnum):
     """End the run, keeping what completed (exit reason ``TIMEOUT``)."""
     FAIL = "FAIL"
     """Fail the run with `ReviewTimeoutError`, which carries what completed."""
+    PAUSE = "PAUSE"
+    """End the run with exit reason ``PAUSED``, the review waiting in the output
+    (`EnsembleOutput.pending_review`) and in the ensemble's checkpoint; continue it, in any
+    process, with ``run(resume=run_id, decision=...)``. Needs ``Ensemble(checkpoint=...)``."""
 
 
 def check_on_timeout(value: object, owner: str) -> OnTimeoutAction:
@@ -69,7 +75,7 @@ def check_on_timeout(value: object, owner: str) -> OnTimeoutAction:
     if value is None:
         raise ValidationError(f"{owner} on_timeout must not be None")
     raise ValidationError(
-        f"{owner} on_timeout must be an OnTimeoutAction (CONTINUE, EXIT_EARLY or FAIL), "
+        f"{owner} on_timeout must be an OnTimeoutAction (CONTINUE, EXIT_EARLY, FAIL or PAUSE), "
         f"got: {value!r}"
     )
 
@@ -171,6 +177,64 @@ class ReviewRequest:
     """The task execution under review (``task_id`` on its task events)."""
     tool_name: str | None = None
     """The tool asking, for reviews during execution."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingReview:
+    """A review a paused run waits for (`EnsembleOutput.pending_review`): answer it with
+    ``run(resume=run_id, decision=ReviewDecision...)``."""
+
+    review_id: str
+    task_description: str
+    task_output: str | None
+    """The output under review (None before execution); for `human_input`, the question."""
+    timing: ReviewTiming
+    prompt: str | None = None
+    tool_name: str | None = None
+    """The tool that asked, for a review during execution (``human_input``...)."""
+
+    @classmethod
+    def of(cls, request: ReviewRequest) -> PendingReview:
+        """The pending review of `request`."""
+        return cls(
+            review_id=request.review_id,
+            task_description=request.task_description,
+            task_output=request.task_output,
+            timing=request.timing,
+            prompt=request.prompt,
+            tool_name=request.tool_name,
+        )
+
+    def to_data(self) -> dict[str, Any]:
+        """As JSON data (what a checkpoint keeps)."""
+        return {
+            "review_id": self.review_id,
+            "task_description": self.task_description,
+            "task_output": self.task_output,
+            "timing": self.timing.value,
+            "prompt": self.prompt,
+            "tool_name": self.tool_name,
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> PendingReview:
+        """Read back what `to_data` wrote."""
+        return cls(
+            review_id=data["review_id"],
+            task_description=data["task_description"],
+            task_output=data.get("task_output"),
+            timing=ReviewTiming(data["timing"]),
+            prompt=data.get("prompt"),
+            tool_name=data.get("tool_name"),
+        )
+
+    def answers(self, request: ReviewRequest) -> bool:
+        """Whether `request` asks again what this review asked (same task, timing, tool)."""
+        return (request.task_description, request.timing, request.tool_name) == (
+            self.task_description,
+            self.timing,
+            self.tool_name,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,9 @@ from typing import Any
 from agentensemble._control import ControlFlowSignal
 from agentensemble.enums import ExitReason
 from agentensemble.errors import ReviewTimeoutError
+from agentensemble.review._model import PendingReview
 
-__all__ = ["ExitEarlyRequested", "ReviewTimedOut", "describe_timeout"]
+__all__ = ["ExitEarlyRequested", "ReviewTimedOut", "RunPaused", "describe_timeout"]
 
 
 class ExitEarlyRequested(ControlFlowSignal):
@@ -50,6 +51,19 @@ class ReviewTimedOut(ControlFlowSignal):
             timeout=self.timeout,
             completed_outputs=completed_outputs,
         )
+
+
+class RunPaused(ControlFlowSignal):
+    """A review waits for a person who may answer tomorrow: the run ends with exit reason
+    ``PAUSED`` and the review pending in its output and its checkpoint."""
+
+    exit_reason = ExitReason.PAUSED
+
+    def __init__(self, pending: PendingReview) -> None:
+        super().__init__(f"Run paused for review of task: {pending.task_description[:120]}")
+        self.pending = pending
+        self.task_key = ""
+        """The paused task's place in the checkpoint (set as the signal leaves the task)."""
 
 
 def describe_timeout(timeout: timedelta) -> str:
