@@ -134,12 +134,31 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> ToolResult:
             reviewer=loop.reviewer,
             memory_store=loop.memory_store,
         )
+        recorded = _recorded_result(loop, call, tool)
         hooks, vetoed = loop.task.run.hooks, None
         if hooks is not None and hooks.tool:  # the call as the hooks changed it, or a veto
             call, vetoed = await before_tool_call(loop, call, context)
-        result = vetoed if vetoed is not None else await tool.invoke(call.arguments, context)
+        answered = vetoed if vetoed is not None else recorded
+        result = answered if answered is not None else await tool.invoke(call.arguments, context)
     seconds = time.perf_counter() - started
     await loop.recorder.tool_call_completed(call, result, started_at, seconds)
+    return result
+
+
+def _recorded_result(loop: AgentLoop, call: ToolCall, tool: object) -> ToolResult | None:
+    """The result the agent's model has for the call instead of running the tool: a
+    `ReplayModel` with ``replay_tools=True`` answers with the recorded one (a model's
+    optional ``recorded_tool_result(call)``). Delegations always run: their workers' model
+    calls are replayed in turn."""
+    answer = getattr(loop.model, "recorded_tool_result", None)
+    if answer is None or isinstance(tool, DelegationTool):
+        return None
+    result = answer(call)
+    if result is not None and not isinstance(result, ToolResult):
+        raise TypeError(
+            f"{type(loop.model).__name__}.recorded_tool_result returned "
+            f"{type(result).__name__}; it must return a ToolResult or None"
+        )
     return result
 
 

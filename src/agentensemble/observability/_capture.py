@@ -22,7 +22,8 @@ class CaptureMode(StrEnum):
     STANDARD = "STANDARD"
     """Also the full message history of every model call."""
     FULL = "FULL"
-    """Also parsed tool inputs, and traces exported to ``./traces/`` when no exporter is set."""
+    """Also parsed tool inputs and the text of every final answer (what `ReplayModel`
+    replays), and traces exported to ``./traces/`` when no exporter is set."""
 
 
 def resolve_capture_mode(configured: CaptureMode | None) -> CaptureMode:
