@@ -18,6 +18,8 @@ def test_all_matches_the_public_names() -> None:
         "MapReduceEnsemble",
         "PendingModelCall",
         "PendingToolCall",
+        "ReplayError",
+        "ReplayModel",
         "UsageSoFar",
     }
     assert set(agentensemble.__all__) == public | lazy

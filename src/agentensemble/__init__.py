@@ -141,6 +141,7 @@ from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 if _typing.TYPE_CHECKING:
     from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
     from agentensemble.mapreduce import MapReduceEnsemble
+    from agentensemble.replay import ReplayError, ReplayModel
     from agentensemble.tools import HumanInputTool
 
 
@@ -160,6 +161,10 @@ def __getattr__(name: str) -> _typing.Any:
         from agentensemble import mapreduce
 
         return mapreduce.MapReduceEnsemble
+    if name in ("ReplayModel", "ReplayError"):  # loads on first use (the trace types)
+        from agentensemble import replay
+
+        return getattr(replay, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -253,6 +258,8 @@ __all__ = [
     "RateLimitTimeoutError",
     "RateLimitedChatModel",
     "RateLimiter",
+    "ReplayError",
+    "ReplayModel",
     "Review",
     "ReviewDecidedEvent",
     "ReviewDecision",
