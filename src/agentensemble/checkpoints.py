@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -71,9 +71,9 @@ class CheckpointStore(ABC):
     the five async methods."""
 
     def __init__(self, *, ttl: timedelta | float | None = None) -> None:
+        self._clock: Callable[[], float] = time.time
+        """Seconds since the epoch (tests move it instead of waiting)."""
         self._ttl = None if ttl is None else require_seconds(ttl, "CheckpointStore ttl")
-        if self._ttl is not None and self._ttl <= 0:
-            raise ValidationError(f"CheckpointStore ttl must be > 0, got: {ttl!r}")
 
     @staticmethod
     def sqlite(
@@ -134,7 +134,7 @@ class CheckpointStore(ABC):
         run_sync(self.aclose())
 
     def _expired_before(self) -> float | None:
-        return None if self._ttl is None else time.time() - self._ttl
+        return None if self._ttl is None else self._clock() - self._ttl
 
 
 class InMemoryCheckpointStore(CheckpointStore):
@@ -153,7 +153,7 @@ class InMemoryCheckpointStore(CheckpointStore):
             return SavedRun(run_id, held.status, dict(held.header), dict(held.records))
 
     async def begin(self, run_id: str, header: Mapping[str, Any]) -> None:
-        now = time.time()
+        now = self._clock()
         with self._lock:
             self._prune(self._expired_before())
             held = self._runs.setdefault(run_id, _Held(created_at=now))
@@ -161,14 +161,14 @@ class InMemoryCheckpointStore(CheckpointStore):
 
     async def record(self, run_id: str, key: str, event: Mapping[str, Any]) -> None:
         with self._lock:
-            held = self._runs.setdefault(run_id, _Held(created_at=time.time()))
+            held = self._runs.setdefault(run_id, _Held(created_at=self._clock()))
             held.records[key] = json.loads(json.dumps(event))  # a copy, as a file would hold
-            held.updated_at = time.time()
+            held.updated_at = self._clock()
 
     async def end(self, run_id: str, status: str, header: Mapping[str, Any]) -> None:
         with self._lock:
-            held = self._runs.setdefault(run_id, _Held(created_at=time.time()))
-            held.status, held.header, held.updated_at = status, dict(header), time.time()
+            held = self._runs.setdefault(run_id, _Held(created_at=self._clock()))
+            held.status, held.header, held.updated_at = status, dict(header), self._clock()
 
     async def alist(self) -> list[CheckpointInfo]:
         with self._lock:
@@ -251,7 +251,7 @@ class SqliteCheckpointStore(CheckpointStore):
         text, before = json.dumps(header), self._expired_before()
 
         def write(connection: sqlite3.Connection) -> None:
-            now = time.time()
+            now = self._clock()
             if before is not None:
                 _delete_where(connection, "updated_at < ?", (before,))
             connection.execute(
@@ -271,7 +271,8 @@ class SqliteCheckpointStore(CheckpointStore):
                 "INSERT OR REPLACE INTO checkpoint_records VALUES (?, ?, ?)", (run_id, key, text)
             )
             connection.execute(
-                "UPDATE checkpoint_runs SET updated_at = ? WHERE run_id = ?", (time.time(), run_id)
+                "UPDATE checkpoint_runs SET updated_at = ? WHERE run_id = ?",
+                (self._clock(), run_id),
             )
 
         await self._worker.write(write)
@@ -283,7 +284,7 @@ class SqliteCheckpointStore(CheckpointStore):
             connection.execute(
                 "UPDATE checkpoint_runs SET status = ?, updated_at = ?, header = ? "
                 "WHERE run_id = ?",
-                (status, time.time(), text, run_id),
+                (status, self._clock(), text, run_id),
             )
 
         await self._worker.write(write)
