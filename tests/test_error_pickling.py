@@ -22,7 +22,7 @@ from agentensemble import (
     ToolExecutionError,
     ValidationError,
 )
-from agentensemble.errors import AgentEnsembleError
+from agentensemble.errors import AgentEnsembleError, BudgetExceededError
 
 ERRORS: list[AgentEnsembleError] = [
     ValidationError("Agent role must not be blank"),
@@ -32,6 +32,14 @@ ERRORS: list[AgentEnsembleError] = [
     ),
     ParallelExecutionError(completed_outputs=(), failed_tasks={Task("x"): ValueError("boom")}),
     AgentExecutionError("Agent 'r' failed: boom", agent_role="r", task_description="x"),
+    BudgetExceededError(
+        budget="max_tokens",
+        limit=100,
+        used=120,
+        spent="Task 'x' max_tokens=100: 120 tokens used",
+        agent_role="r",
+        task_description="x",
+    ),
     MaxIterationsExceededError(
         agent_role="r", task_description="x", max_iterations=2, tool_calls_made=2
     ),

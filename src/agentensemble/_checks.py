@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, TypeVar, cast
 
 from agentensemble.errors import ValidationError
 
 __all__ = [
     "as_tuple",
+    "check_budget",
     "describe_validation_error",
     "is_blank",
     "items_of",
@@ -42,6 +44,37 @@ def require_int(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{field} must be an integer, got: {value!r}")
     return value
+
+
+def check_budget(
+    owner: str, max_tokens: object, max_cost: object, max_model_calls: object
+) -> tuple[int | None, Decimal | None, int | None]:
+    """The three budgets of `owner` (``RunOptions``, ``Task``), each None (no budget) or
+    > 0: whole numbers of tokens and model calls, and a cost (an int, float or Decimal,
+    kept as the Decimal written: ``0.1`` is exactly 0.1)."""
+    return (
+        _count(max_tokens, f"{owner} max_tokens"),
+        None if max_cost is None else _amount(max_cost, f"{owner} max_cost"),
+        _count(max_model_calls, f"{owner} max_model_calls"),
+    )
+
+
+def _count(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    count = require_int(value, field)
+    if count <= 0:
+        raise ValidationError(f"{field} must be > 0 when set, got: {value}")
+    return count
+
+
+def _amount(value: object, field: str) -> Decimal:
+    amount = value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        amount = Decimal(str(value))
+    if not isinstance(amount, Decimal) or not amount.is_finite() or amount <= 0:
+        raise ValidationError(f"{field} must be a positive number when set, got: {value!r}")
+    return amount
 
 
 def as_tuple(value: object, field: str) -> tuple[object, ...]:

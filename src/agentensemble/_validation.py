@@ -330,6 +330,19 @@ def _check_hierarchical(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> Non
                     "not apply: the manager hands free-form subtasks to the workers. Use "
                     f"SEQUENTIAL or PARALLEL workflow for tasks with {name}."
                 )
+        _check_no_task_budget(task)
+
+
+def _check_no_task_budget(task: Task[Any]) -> None:
+    """A task's budget counts the task's own model calls, and a manager runs no task."""
+    for name in ("max_tokens", "max_cost", "max_model_calls"):
+        if getattr(task, name) is not None:
+            raise ValidationError(
+                f"Task '{task.description}' sets {name}, which HIERARCHICAL workflow does "
+                "not apply: the manager hands free-form subtasks to the workers. Budget the "
+                f"whole run with RunOptions({name}=...), or use SEQUENTIAL or PARALLEL "
+                "workflow for tasks with their own budget."
+            )
 
 
 def check_worker_roles(agents: Sequence[Agent]) -> None:

@@ -8,7 +8,8 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── TaskExecutionError         a task failed; carries every output completed before it
     ├── ParallelExecutionError     parallel tasks failed; carries outputs and causes
     ├── AgentExecutionError        the model (or a handler) failed while running an agent
-    │   └── HookVetoError          a hook vetoed a model call
+    │   ├── HookVetoError          a hook vetoed a model call
+    │   └── BudgetExceededError    a task's budget was spent before one of its model calls
     ├── MaxIterationsExceededError the model kept calling tools in three STOP turns
     ├── OutputParsingError         the answer did not parse as the output type, retries included
     ├── GuardrailViolationError    a guardrail rejected a task's input or output
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
+    "BudgetExceededError",
     "ConstraintViolationError",
     "EnsembleFileError",
     "FileProblem",
@@ -225,6 +228,36 @@ class HookVetoError(AgentExecutionError):
         """The hook's class name."""
         self.reason = reason
         """The reason the hook gave."""
+
+
+class BudgetExceededError(AgentExecutionError):
+    """A task's budget (`Task` ``max_tokens``, ``max_cost`` or ``max_model_calls``) was
+    spent before one of its model calls: the call is not made and the task fails with this
+    error as its cause; the workflow's error strategy applies. (A spent `RunOptions` budget
+    does not raise: the run returns its completed outputs with ``ExitReason.BUDGET``.)"""
+
+    def __init__(
+        self,
+        *,
+        budget: str,
+        limit: int | Decimal,
+        used: int | Decimal,
+        spent: str,
+        agent_role: str,
+        task_description: str,
+    ) -> None:
+        super().__init__(
+            f"Budget spent: {spent}; agent '{agent_role}' may make no more model calls for "
+            "this task",
+            agent_role=agent_role,
+            task_description=task_description,
+        )
+        self.budget = budget
+        """Which budget: ``max_tokens``, ``max_cost`` or ``max_model_calls``."""
+        self.limit = limit
+        """The budget's value."""
+        self.used = used
+        """What the task had used when the call was refused (tokens, cost or calls)."""
 
 
 class MaxIterationsExceededError(AgentEnsembleError):

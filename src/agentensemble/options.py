@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 
-from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
+from agentensemble._checks import (
+    as_tuple,
+    check_budget,
+    require_int,
+    require_seconds,
+    require_text,
+)
 from agentensemble._hook_checks import check_hooks
 from agentensemble.errors import ValidationError
 from agentensemble.observability._listeners import check_listeners
@@ -34,6 +41,19 @@ class RunOptions:
     hooks: Sequence[object] = ()
     """Before-hooks for this run only (objects with ``before_model_call`` and/or
     ``before_tool_call``), run after the ensemble's own; see `agentensemble.hooks`."""
+    max_tokens: int | None = None
+    """Most tokens (input and output, as the models report them) the run's model calls may
+    use. Checked before every model call: once spent, the run stops with the completed
+    outputs and ``exit_reason == ExitReason.BUDGET``. Calls already running finish, so
+    tasks running at once can go over by what their calls in flight use."""
+    max_cost: Decimal | float | None = None
+    """Most the run's model calls may cost, in the currency of the ensemble's
+    `cost_configuration` (which it needs); spent like `max_tokens`. Kept as the Decimal
+    written."""
+    max_model_calls: int | None = None
+    """Most model calls the run may make (delegated workers' and structured-output
+    corrections included); never more, even with tasks running at once. Once they are
+    made, the run stops like `max_tokens`."""
 
     def __post_init__(self) -> None:
         check_length(self.max_tool_output_length, "RunOptions max_tool_output_length")
@@ -46,6 +66,10 @@ class RunOptions:
         check_listeners(listeners, field="RunOptions listeners")
         object.__setattr__(self, "listeners", listeners)
         object.__setattr__(self, "hooks", check_hooks(self.hooks, "RunOptions hooks"))
+        _, cost, _ = check_budget(
+            "RunOptions", self.max_tokens, self.max_cost, self.max_model_calls
+        )
+        object.__setattr__(self, "max_cost", cost)
 
     @property
     def timeout_seconds(self) -> float | None:

@@ -6,9 +6,16 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
 
-from agentensemble._checks import as_tuple, require_int, require_seconds, require_text
+from agentensemble._checks import (
+    as_tuple,
+    check_budget,
+    require_int,
+    require_seconds,
+    require_text,
+)
 from agentensemble._hints import KeywordHints
 from agentensemble._output_types import OutputSpec, output_spec
 from agentensemble.agent import Agent
@@ -54,6 +61,9 @@ if TYPE_CHECKING:
         review: Review | None
         before_review: Review | None
         memory: Iterable[str | MemoryScope]
+        max_tokens: int | None
+        max_cost: Decimal | float | None
+        max_model_calls: int | None
 
 
 __all__ = ["DEFAULT_EXPECTED_OUTPUT", "Handler", "Task"]
@@ -125,6 +135,19 @@ class Task(Generic[Out], metaclass=KeywordHints):
     memory: tuple[MemoryScope, ...]
     """Memory scopes the task reads before it runs and stores its output in (names or
     `MemoryScope` objects); the ensemble needs a `memory_store`."""
+    max_tokens: int | None
+    """Most tokens (input and output, as the model reports them) one execution of the task
+    may use. Checked before each of its model calls: once spent, the task fails with
+    `BudgetExceededError` and the workflow's error strategy applies. Counts the task's own
+    calls (structured-output corrections too); agents it delegates to count in the run's
+    `RunOptions` budget. None: no limit."""
+    max_cost: Decimal | None
+    """Most one execution of the task may cost, in the currency of the ensemble's
+    `cost_configuration` (which it needs); spent like `max_tokens`. Given as a number, kept
+    as the Decimal written. None: no limit."""
+    max_model_calls: int | None
+    """Most model calls one execution of the task may make; spent like `max_tokens`.
+    None: no limit."""
     output_spec: OutputSpec | None = field(init=False, repr=False)
     """`output_type` checked, with its schemas (None without an output type)."""
 
@@ -180,6 +203,9 @@ class Task(Generic[Out], metaclass=KeywordHints):
         review: Review | None = None,
         before_review: Review | None = None,
         memory: Iterable[str | MemoryScope] = (),
+        max_tokens: int | None = None,
+        max_cost: Decimal | float | None = None,
+        max_model_calls: int | None = None,
     ) -> None:
         _check_texts_and_agent(description, expected_output, name, agent)
         checked_tools, _ = check_tools(tools, owner="Task tool")
@@ -192,8 +218,9 @@ class Task(Generic[Out], metaclass=KeywordHints):
             )
         checked_input = _check_guardrails(input_guardrails, "input_guardrails")
         checked_output = _check_guardrails(output_guardrails, "output_guardrails")
+        budget = check_budget("Task", max_tokens, max_cost, max_model_calls)
         if handler is not None:
-            _check_handler(handler, agent, llm, checked_tools, max_iterations, rate_limit)
+            _check_handler(handler, agent, llm, checked_tools, max_iterations, rate_limit, budget)
         model = _task_model(llm, rate_limit)
         set_ = object.__setattr__
         set_(self, "description", description)
@@ -215,6 +242,9 @@ class Task(Generic[Out], metaclass=KeywordHints):
         set_(self, "review", _check_review(review, "review"))
         set_(self, "before_review", _check_review(before_review, "before_review"))
         set_(self, "memory", _check_memory(memory))
+        set_(self, "max_tokens", budget[0])
+        set_(self, "max_cost", budget[1])
+        set_(self, "max_model_calls", budget[2])
         set_(self, "output_spec", spec)
 
     @classmethod
@@ -275,6 +305,10 @@ _HANDLER_CONFLICTS = (
         "A handler runs deterministically without an iteration loop; remove the max_iterations.",
     ),
     ("a rate_limit", "A handler runs deterministically without an LLM; remove the rate_limit."),
+    (
+        "a budget (max_tokens, max_cost or max_model_calls)",
+        "A handler runs deterministically without an LLM; remove the budget.",
+    ),
 )
 
 
@@ -285,6 +319,7 @@ def _check_handler(
     tools: tuple[object, ...],
     max_iterations: object,
     rate_limit: object,
+    budget: tuple[object, ...],
 ) -> None:
     present = (
         agent is not None,
@@ -292,6 +327,7 @@ def _check_handler(
         bool(tools),
         max_iterations is not None,
         rate_limit is not None,
+        any(value is not None for value in budget),
     )
     for (what, advice), clash in zip(_HANDLER_CONFLICTS, present, strict=True):
         if clash:

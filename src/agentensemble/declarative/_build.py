@@ -227,6 +227,8 @@ class Builder:
             "review": _review(spec.review),
             "before_review": _review(spec.before_review),
             "memory": spec.memory,
+            "max_tokens": spec.max_tokens,
+            "max_model_calls": spec.max_model_calls,
             "input_guardrails": self.imported_list(
                 spec.input_guardrails, (*path, "input_guardrails")
             ),

@@ -177,6 +177,10 @@ class TaskSpec(_Spec):
     """A review gate before the task."""
     memory: list[str] = Field(default_factory=list)
     """Memory scopes the task reads and writes."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Most tokens the task's model calls may use; then the task fails."""
+    max_model_calls: int | None = Field(default=None, gt=0)
+    """Most model calls the task may make; then the task fails."""
 
 
 class PhaseSpec(_Spec):

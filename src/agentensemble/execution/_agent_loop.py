@@ -154,11 +154,23 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
 
 async def ask_model(loop: AgentLoop) -> LoopStep:
     """Send the conversation to the model (as the run's hooks changed it, for this call
-    only) and record its answer."""
+    only, and if the run's and the task's budgets allow it) and record its answer."""
     index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
-    hooks = loop.task.run.hooks
-    if hooks is not None and hooks.model:
+    run = loop.task.run
+    if run.hooks is not None and run.hooks.model:
         sent, settings = await before_model_call(loop, index, sent)
+    if run.budget is None:
+        await _ask(loop, index, sent, settings)
+    else:
+        async with run.budget.model_call(loop.task):
+            await _ask(loop, index, sent, settings)
+    return handle_answer
+
+
+async def _ask(
+    loop: AgentLoop, index: int, sent: tuple[Message, ...], settings: ModelSettings | None
+) -> None:
+    """One model call, announced, made and recorded as the loop's latest turn."""
     await loop.recorder.model_call_started(index, sent)
     started = time.perf_counter()
     response = await _call_model(loop, sent, settings)
@@ -166,7 +178,6 @@ async def ask_model(loop: AgentLoop) -> LoopStep:
     loop.messages.append(response.message)
     loop.response_type = _response_type(loop, response.message)
     await loop.recorder.model_call_completed(loop.turn, loop.response_type)
-    return handle_answer
 
 
 def _response_type(loop: AgentLoop, message: AssistantMessage) -> ResponseType:
