@@ -34,6 +34,7 @@ from agentensemble.enums import (
 from agentensemble.errors import (
     AgentEnsembleError,
     AgentExecutionError,
+    BudgetExceededError,
     ConstraintViolationError,
     EnsembleFileError,
     FileProblem,
@@ -175,6 +176,7 @@ __all__ = [
     "AgentSynthesizer",
     "AgentTool",
     "AssistantMessage",
+    "BudgetExceededError",
     "CaptureMode",
     "ChatModel",
     "ChatResponse",

@@ -334,3 +334,19 @@ def test_concurrent_runs_on_one_file_lose_nothing(tmp_path: Path) -> None:
     assert len(runs) == 12
     assert {(r.status, r.completed_tasks) for r in runs} == {("COMPLETED", 3)}
     store.close()
+
+
+def test_a_resumed_runs_budget_counts_what_its_restored_tasks_used() -> None:
+    store = CheckpointStore.in_memory()
+    ensemble = Ensemble(tasks=_tasks(Flaky().model), checkpoint=store)
+    stopped = ensemble.run(options=RunOptions(run_id="b", max_model_calls=2))
+    assert stopped.exit_reason is ExitReason.BUDGET
+    again = Flaky()
+    resumed = Ensemble(tasks=_tasks(again.model), checkpoint=store)
+    still = resumed.run(resume="b", options=RunOptions(max_model_calls=2))
+    assert still.exit_reason is ExitReason.BUDGET  # the two restored calls spent it
+    assert again.asked == []
+    done = resumed.run(resume="b", options=RunOptions(max_model_calls=3, max_tokens=45))
+    assert done.exit_reason is ExitReason.COMPLETED
+    assert again.asked == ["Polish the draft"]
+    assert done.metrics.total_tokens == 45

@@ -191,6 +191,11 @@ class RunBudget:
                 await self._fail_task(task, spent)
         self._calls += 1
 
+    def restored(self, calls: int) -> None:
+        """Count the model calls of a task a resumed run restored (made in the run it
+        resumes): a run's budget covers the whole run, however many processes ran it."""
+        self._calls += calls
+
     def release(self) -> None:
         """Give back the place of an admitted call that was never counted."""
         self._calls -= 1

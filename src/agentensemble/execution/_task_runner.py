@@ -150,6 +150,8 @@ async def _restore(
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         await recorder.task_started()
         event, output = checkpoint.restored(task, recorded, task.run.events.next_seq())
+        if task.run.budget is not None:
+            task.run.budget.restored(output.metrics.llm_call_count)
         task.run.events.record(event)
         _keep(task, output)
         await task.run.events.deliver(event)

@@ -286,12 +286,21 @@ class TraceFold:
                 event.restored_trace, task_index=task.start.task_index, restored=True
             )
             self._done[event.task_id] = (restored, restored.metrics)
+            self._count_restored(restored.metrics)
             return
         metrics = task.metrics(self._cost)
         trace = self._task_trace(task, event.duration, metrics, event.raw)
         if event.parsed_output is not None:
             trace = dataclasses.replace(trace, parsed_output=_owned(event.parsed_output))
         self._done[event.task_id] = (trace, metrics)
+
+    def _count_restored(self, metrics: TaskMetrics) -> None:
+        """A restored task's model calls count in the run's usage (its budgets, its hooks)
+        as they did in the run that made them."""
+        run = self._run_tokens
+        run[0] = add_known(run[0], metrics.input_tokens)
+        run[1] = add_known(run[1], metrics.output_tokens)
+        run[2] += metrics.llm_call_count
 
     def _task_failed(self, event: TaskFailedEvent) -> None:
         """A failed (or cancelled) task keeps what it did: the run's own failures go to
