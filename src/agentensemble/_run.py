@@ -192,6 +192,7 @@ async def run_ensemble(
     makes its executor); with `resume`, continue that checkpointed run (a paused one with
     the `decision` on the review it waits for)."""
     options = _check_options(options)
+    resume = _resume_of(resume, options)
     checkpoint = None
     if resume is not None:
         options = dataclasses.replace(options, run_id=_resumed_id(ensemble, resume))
@@ -240,6 +241,15 @@ def _store(ensemble: Ensemble) -> CheckpointStore:
             "CheckpointStore) records the runs it can resume"
         )
     return store
+
+
+def _resume_of(resume: str | None, options: RunOptions) -> str | None:
+    """The run to resume: `resume`, or `RunOptions.resume` (they must agree)."""
+    if resume is None or options.resume is None or resume == options.resume:
+        return resume if resume is not None else options.resume
+    raise ValidationError(
+        f"resume={resume!r} and RunOptions resume={options.resume!r} name different runs"
+    )
 
 
 def _resumed_id(ensemble: Ensemble, resume: object) -> str:

@@ -32,6 +32,9 @@ class RunOptions:
     run_id: str | None = None
     """The run's id (``ensemble_id`` on every event and in the trace); a new UUID when None.
     Choose one to join the run with your own records, a queue message id say."""
+    resume: str | None = None
+    """The id of a run the ensemble's checkpoint recorded: continue it instead of starting
+    a new run (the same as ``run(resume=...)``)."""
     timeout: timedelta | float | None = None
     """A deadline for the whole run (a timedelta, or seconds). When it expires, running
     tasks are cancelled and the run returns the completed outputs with
@@ -60,6 +63,8 @@ class RunOptions:
         check_length(self.tool_log_truncate_length, "RunOptions tool_log_truncate_length")
         if self.run_id is not None:
             require_text(self.run_id, "RunOptions run_id must not be blank when set")
+        if self.resume is not None:
+            require_text(self.resume, "RunOptions resume must not be blank when set")
         if self.timeout is not None:
             require_seconds(self.timeout, "RunOptions timeout")
         listeners = as_tuple(self.listeners, "RunOptions listeners")

@@ -350,3 +350,18 @@ def test_a_resumed_runs_budget_counts_what_its_restored_tasks_used() -> None:
     assert done.exit_reason is ExitReason.COMPLETED
     assert again.asked == ["Polish the draft"]
     assert done.metrics.total_tokens == 45
+
+
+def test_run_options_resume_is_the_same_as_the_keyword() -> None:
+    store = CheckpointStore.in_memory()
+    model = Flaky(broken="Polish")
+    ensemble = Ensemble(tasks=_tasks(model.model), checkpoint=store)
+    with pytest.raises(TaskExecutionError):
+        ensemble.run(options=RunOptions(run_id="o"))
+    model.broken, model.asked = None, []
+    assert ensemble.run(options=RunOptions(resume="o")).run_id == "o"
+    assert model.asked == ["Polish the draft"]
+    with pytest.raises(ValidationError, match="name different runs"):
+        ensemble.run(resume="o", options=RunOptions(resume="other"))
+    with pytest.raises(ValidationError, match="RunOptions resume must not be blank"):
+        RunOptions(resume=" ")
