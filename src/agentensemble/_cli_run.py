@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
     from agentensemble.options import RunOptions
     from agentensemble.outputs import EnsembleOutput, TaskOutput
+    from agentensemble.review import ReviewDecision
 
 __all__ = ["EXIT_BAD_INPUT", "add_run_commands", "run_command", "validate_command"]
 
@@ -39,6 +40,17 @@ def add_run_commands(commands: Any) -> None:
         "--dashboard", action="store_true", help="watch the run in the browser (needs [web])"
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="continue a run the file's checkpoint recorded (its completed tasks are not run "
+        "again)",
+    )
+    run.add_argument(
+        "--decision",
+        metavar="continue|exit|edit:TEXT",
+        help="with --resume: the decision on the review a paused run waits for",
+    )
     validate = commands.add_parser(
         "validate", help="check an ensemble file without running it (exit 0 or 2)"
     )
@@ -87,10 +99,15 @@ def run_command(args: argparse.Namespace) -> int:
     from agentensemble.errors import ValidationError
     from agentensemble.options import RunOptions
 
-    loaded = _load(args.file, args.input, model=args.model, for_validation=False)
+    loaded = _load(
+        args.file, args.input, model=args.model, for_validation=False, resuming=bool(args.resume)
+    )
     if isinstance(loaded, int):
         return loaded
-    _, inputs, llm = loaded
+    ensemble, inputs, llm = loaded
+    resume_with = None
+    if ensemble.checkpoint_store is not None:
+        resume_with = f"agentensemble run {args.file} --resume"
     completed = _CompletedOutputs()
     listeners: list[object] = [completed]
     if not args.quiet:
@@ -98,16 +115,40 @@ def run_command(args: argparse.Namespace) -> int:
 
         listeners.append(ConsoleProgress())
     try:
-        options = RunOptions(timeout=args.timeout, listeners=listeners)
+        options = RunOptions(timeout=args.timeout, listeners=listeners, resume=args.resume)
+        decision = _decision(args.decision)
     except ValidationError as error:
-        return _bad_input(str(error).replace("RunOptions timeout", "--timeout"))
+        message = str(error).replace("RunOptions timeout", "--timeout")
+        return _bad_input(message.replace("RunOptions resume", "--resume"))
     if args.trace and Path(args.trace).exists() and not Path(args.trace).is_dir():
         return _bad_input(f"--trace must be a directory, got a file: {args.trace}")
-    return _execute(_run_file(args, inputs, options, llm), completed, as_json=args.json)
+    run = _run_file(args, inputs, options, llm, decision)
+    return _execute(run, completed, as_json=args.json, resume_with=resume_with)
+
+
+def _decision(text: str | None) -> ReviewDecision | None:
+    """``--decision``: ``continue``, ``exit`` or ``edit:TEXT``."""
+    from agentensemble.errors import ValidationError
+    from agentensemble.review import ReviewDecision
+
+    if text is None:
+        return None
+    word, _, rest = text.partition(":")
+    if word.strip().lower() == "edit" and rest:
+        return ReviewDecision.Edit(rest)
+    if word.strip().lower() == "continue" and not rest:
+        return ReviewDecision.Continue()
+    if word.strip().lower() == "exit" and not rest:
+        return ReviewDecision.ExitEarly()
+    raise ValidationError(f"--decision must be continue, exit or edit:TEXT, got: {text!r}")
 
 
 async def _run_file(
-    args: argparse.Namespace, inputs: dict[str, str], options: RunOptions, llm: object
+    args: argparse.Namespace,
+    inputs: dict[str, str],
+    options: RunOptions,
+    llm: object,
+    decision: ReviewDecision | None = None,
 ) -> EnsembleOutput:
     """The file's ensemble (its MCP servers connected), with the trace exporter and the
     dashboard the command asks for, run once."""
@@ -131,11 +172,16 @@ async def _run_file(
             changes["web_dashboard"] = web
         if changes:
             ensemble = dataclasses.replace(ensemble, **changes)
-        return await ensemble.arun(inputs, options)
+        resumed_inputs = (inputs or None) if options.resume else inputs
+        return await ensemble.arun(resumed_inputs, options, decision=decision)
 
 
 def _execute(
-    run: Coroutine[Any, Any, EnsembleOutput], completed: _CompletedOutputs, *, as_json: bool
+    run: Coroutine[Any, Any, EnsembleOutput],
+    completed: _CompletedOutputs,
+    *,
+    as_json: bool,
+    resume_with: str | None = None,
 ) -> int:
     import asyncio
 
@@ -151,15 +197,23 @@ def _execute(
         return _bad_input(str(error))
     except AgentEnsembleError as error:
         print(f"error: {error}", file=sys.stderr)
+        run_id = getattr(error, "run_id", None)
+        if resume_with and run_id:
+            print(f"resume with: {resume_with} {run_id}", file=sys.stderr)
         done = getattr(error, "completed_outputs", ()) or completed.outputs
         _print_partial(done, as_json, reason="ERROR", error=str(error))
         return EXIT_FAILED
     _print_output(output, as_json)
-    return _exit_code(output)
+    return _exit_code(output, resume_with)
 
 
 def _load(
-    file: str, raw_inputs: Sequence[str], *, model: str | None, for_validation: bool
+    file: str,
+    raw_inputs: Sequence[str],
+    *,
+    model: str | None,
+    for_validation: bool,
+    resuming: bool = False,
 ) -> tuple[Ensemble, dict[str, str], object] | int:
     from agentensemble.declarative import load_ensemble, model_from_text, omit_mcp
     from agentensemble.ensemble import Ensemble
@@ -186,7 +240,7 @@ def _load(
         return EXIT_BAD_INPUT
     except ImportError as error:
         return _bad_input(str(error))
-    if not for_validation:
+    if not for_validation and not resuming:  # a resumed run takes its recorded inputs
         missing = _check_templates(ensemble, inputs)
         if missing is not None:
             return _bad_input(missing)
@@ -282,7 +336,7 @@ def _print_json(data: object) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _exit_code(output: EnsembleOutput) -> int:
+def _exit_code(output: EnsembleOutput, resume_with: str | None = None) -> int:
     from agentensemble.enums import ExitReason
 
     if output.exit_reason is ExitReason.COMPLETED:
@@ -291,6 +345,15 @@ def _exit_code(output: EnsembleOutput) -> int:
         f"Stopped early ({output.exit_reason.value}): {len(output.task_outputs)} tasks completed",
         file=sys.stderr,
     )
+    pending = output.pending_review
+    if pending is not None:
+        print(
+            f"Waiting for a review of task '{pending.task_description}':\n{pending.task_output}",
+            file=sys.stderr,
+        )
+    if resume_with:
+        decision = " --decision continue|exit|edit:TEXT" if pending is not None else ""
+        print(f"resume with: {resume_with} {output.run_id}{decision}", file=sys.stderr)
     return EXIT_STOPPED_EARLY
 
 

@@ -36,7 +36,7 @@ from agentensemble._validation import (
 from agentensemble.agent import Agent
 from agentensemble.checkpoints import CheckpointStore
 from agentensemble.enums import ExitReason, Workflow
-from agentensemble.errors import ValidationError
+from agentensemble.errors import AgentEnsembleError, ValidationError
 from agentensemble.execution._budget import RunBudget
 from agentensemble.execution._checkpointing import RunCheckpoint, plan_of, resume_hint
 from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
@@ -907,6 +907,8 @@ async def _checkpoint_ended(
     outputs matter more than its end mark."""
     if isinstance(failure, Exception):
         failure.add_note(resume_hint(checkpoint.run_id))
+    if isinstance(failure, AgentEnsembleError):
+        failure.run_id = checkpoint.run_id  # type: ignore[attr-defined]  # kept by pickling
     if failure is None:
         status = reason.value
     elif isinstance(failure, asyncio.CancelledError):

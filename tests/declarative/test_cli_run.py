@@ -294,3 +294,35 @@ def test_run_connects_the_files_mcp_servers_and_validate_does_not(tmp_path: Path
     assert failed.returncode == 1  # connecting fails, clearly
     assert failed.stderr.startswith("error: Could not connect to MCP server /nonexistent/")
     assert "Traceback" not in failed.stderr
+
+
+def test_a_failed_run_resumes_from_the_files_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "crew.yaml"
+    path.write_text(
+        CRAFT.read_text(encoding="utf-8").replace(
+            "workflow: sequential", "workflow: sequential\ncheckpoint: runs.db"
+        ),
+        encoding="utf-8",
+    )
+    failed = agentensemble("run", path, "--model", f"{MODELS}:fails_on_second_task", "-q")
+    assert failed.returncode == 1
+    hint = next(line for line in failed.stderr.splitlines() if line.startswith("resume with:"))
+    assert hint.startswith(f"resume with: agentensemble run {path} --resume ")
+    run_id = hint.rsplit(" ", 1)[1]
+    assert (tmp_path / "runs.db").exists()
+
+    resumed = agentensemble("run", path, "--model", f"{MODELS}:echo", "--resume", run_id, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    output = json.loads(resumed.stdout)
+    assert output["run_id"] == run_id
+    assert output["raw"] == "done: Write a short report about honeybees for readers aged 12."
+    assert output["metrics"]["model_calls"] == 2  # one restored, one made now
+
+    bad = agentensemble("run", path, "--model", f"{MODELS}:echo", "--resume", "nope", "-q")
+    assert bad.returncode == 2
+    assert "no run with that id" in bad.stderr
+    wrong = agentensemble(
+        "run", path, "--model", f"{MODELS}:echo", "--resume", run_id, "--decision", "maybe"
+    )
+    assert wrong.returncode == 2
+    assert "--decision must be continue, exit or edit:TEXT, got: 'maybe'" in wrong.stderr

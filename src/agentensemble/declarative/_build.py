@@ -326,6 +326,8 @@ class Builder:
         )
         settings["rate_limit"] = _rate_limit(spec.rate_limit)
         settings["memory_store"] = self._memory_store()
+        if spec.checkpoint is not None:
+            settings["checkpoint"] = self.base_dir / spec.checkpoint
         settings["review_handler"] = self._review_handler()
         for name in ("listeners", "hooks", "delegation_policies"):
             settings[name] = self.imported_list(getattr(spec, name), (name,), instantiate=True)

@@ -272,6 +272,9 @@ class EnsembleSpec(_Spec):
     """The memory store."""
     short_term_memory: bool | None = None
     """Pass every earlier output to each task."""
+    checkpoint: str | None = None
+    """A SQLite file, relative to the ensemble file, where each run records its tasks as
+    they complete (``agentensemble run --resume RUN_ID`` continues a run that stopped)."""
     max_tool_output_length: int | None = Field(default=None, ge=-1)
     """Characters of a tool's result the model sees (-1: all)."""
     tool_log_truncate_length: int | None = Field(default=None, ge=-1)
