@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import sqlite3
 import threading
 import time
@@ -64,7 +65,7 @@ class SqliteWorker:
         self._pid = os.getpid()
         self._closed = False
         self._inherited: list[_WorkerState] = []
-        self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
+        self._finalizer = weakref.finalize(self, _REAPER.collect, self._state)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` on the worker thread, outside any explicit transaction."""
@@ -105,6 +106,7 @@ class SqliteWorker:
                     max_workers=1, thread_name_prefix="agentensemble-sqlite"
                 )
                 self._state.executor = self._executor
+                _REAPER.watch()
             return self._executor
 
     def _start_over_after_fork(self) -> None:
@@ -113,7 +115,7 @@ class SqliteWorker:
         self._state = _WorkerState()
         self._executor = None
         self._pid = os.getpid()
-        self._finalizer = weakref.finalize(self, _WorkerState.shut_down, self._state)
+        self._finalizer = weakref.finalize(self, _REAPER.collect, self._state)
 
     def open_connection(self) -> sqlite3.Connection:
         """The connection, set up; a file SQLite cannot use is an error naming it."""
@@ -239,11 +241,74 @@ class _WorkerState:
 
     @staticmethod
     def shut_down(state: _WorkerState) -> None:
-        """Close the connection on its thread and end the thread (the worker was collected,
-        or the interpreter is exiting)."""
+        """Close the connection on its thread and end the thread (the worker was closed or
+        collected, or the interpreter is exiting)."""
         executor, state.executor = state.executor, None
         if executor is None:
             return
         with contextlib.suppress(RuntimeError):  # raised once the interpreter is exiting
             executor.submit(state.close_connection)
         executor.shutdown(wait=False)
+        _REAPER.unwatch()
+
+
+class _Reaper:
+    """Shuts down the threads of workers that were garbage-collected.
+
+    The collector runs finalizers on whatever thread it happens to interrupt, and that may
+    be a thread being started by `ThreadPoolExecutor.submit`, which holds the executors'
+    process-wide lock until the new thread runs: a finalizer that called ``submit`` there
+    would wait for that lock forever. So a finalizer only queues the worker's state
+    (`queue.SimpleQueue.put` is safe anywhere), and this thread shuts it down. It runs while
+    any worker has a thread, and ends with the last.
+    """
+
+    def __init__(self) -> None:
+        self._start_over()
+
+    def _start_over(self) -> None:
+        """Nothing watched, no thread (a new process, or a forked child, where the
+        parent's thread and lock state mean nothing)."""
+        self._states: queue.SimpleQueue[_WorkerState | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._watched = 0
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def watch(self) -> None:
+        """A worker started its thread."""
+        if self._pid != os.getpid():
+            self._start_over()
+        with self._lock:
+            self._watched += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._reap, name="agentensemble-sqlite-reaper", daemon=True
+                )
+                self._thread.start()
+
+    def unwatch(self) -> None:
+        """A worker's thread was shut down; after the last one, this thread ends."""
+        with self._lock:
+            self._watched -= 1
+            if self._watched <= 0:
+                self._states.put(None)
+
+    def collect(self, state: _WorkerState) -> None:
+        """The worker owning `state` was collected (a finalizer: only queue it)."""
+        self._states.put(state)
+
+    def _reap(self) -> None:
+        while True:
+            state = self._states.get()
+            if state is not None:
+                _WorkerState.shut_down(state)
+                continue
+            with self._lock:
+                if self._watched <= 0:  # else a worker started since: keep serving
+                    self._thread = None
+                    return
+
+
+_REAPER = _Reaper()
+"""The process's one reaper (a thread only while some SQLite worker has a thread)."""
