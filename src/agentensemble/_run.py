@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -268,6 +268,8 @@ def _with_checkpoint(
     store = ensemble.checkpoint_store
     if resumed is None and store is None:
         return run
+    if resumed is not None:  # its events go on after the recorded run's
+        run.events.continue_after(resumed.last_seq)
     checkpoint = resumed or RunCheckpoint(cast("CheckpointStore", store), run.run_id)
     return dataclasses.replace(run, checkpoint=checkpoint)
 
@@ -323,22 +325,30 @@ def _check_pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> None:
     """A review that pauses the run needs a checkpoint to resume from."""
     if ensemble.checkpoint_store is not None:
         return
+    for what in _pausing(ensemble, tasks):
+        raise ValidationError(
+            f"{what} pauses the run, and a paused run resumes from its checkpoint: set "
+            "Ensemble(checkpoint=path or CheckpointStore)"
+        )
+
+
+def _pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> Iterator[str]:
+    """What would pause a run: the review handler, a task's gate, a `human_input` tool."""
     handler = ensemble.review_handler
     if getattr(handler, "pauses", False):
-        raise ValidationError(
-            "Ensemble review_handler ReviewHandler.pause() pauses the run at each review, and "
-            "a paused run resumes from its checkpoint: set Ensemble(checkpoint=path or "
-            "CheckpointStore)"
-        )
+        yield "Ensemble review_handler ReviewHandler.pause()"
+    if getattr(handler, "default_on_timeout", None) is OnTimeoutAction.PAUSE:
+        yield f"Ensemble review_handler {handler!r} (its on_timeout=PAUSE)"
     for task in tasks:
         for name in ("before_review", "review"):
             review = getattr(task, name)
             if review is not None and review.on_timeout is OnTimeoutAction.PAUSE:
-                raise ValidationError(
-                    f"Task '{task.label}' {name} on_timeout=PAUSE pauses the run, and a paused "
-                    "run resumes from its checkpoint: set Ensemble(checkpoint=path or "
-                    "CheckpointStore)"
-                )
+                yield f"Task '{task.label}' {name} on_timeout=PAUSE"
+    agents = [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
+    for agent in agents:
+        for tool in agent.tools:
+            if getattr(tool, "on_timeout", None) is OnTimeoutAction.PAUSE:
+                yield f"Agent '{agent.role}' tool {type(tool).__name__}(on_timeout=PAUSE)"
 
 
 def _check(ensemble: Ensemble) -> _Shape:
@@ -864,11 +874,11 @@ async def execute_run(
             plan, run, timedelta(seconds=time.perf_counter() - started), reason, failure
         )
         cancelled = isinstance(failure, asyncio.CancelledError)
-        interrupted = await _deliver_ending(run, ended, cancelled=cancelled)
-    paused = _paused(run)
-    if run.checkpoint is not None:
-        ending = _checkpoint_ended(run.checkpoint, reason, failure, paused)
-        interrupted = await ending or interrupted
+        paused = _paused(run)
+        checkpointed = None
+        if run.checkpoint is not None:  # before listeners hear the end: they may resume it
+            checkpointed = await _checkpoint_ended(run.checkpoint, ended, failure, paused)
+        interrupted = await _deliver_ending(run, ended, cancelled=cancelled) or checkpointed
     trace, interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
@@ -898,25 +908,21 @@ def _paused(run: RunContext) -> RunPaused | None:
 
 async def _checkpoint_ended(
     checkpoint: RunCheckpoint,
-    reason: ExitReason,
+    ended: EnsembleCompletedEvent,
     failure: BaseException | None,
     paused: RunPaused | None,
 ) -> asyncio.CancelledError | None:
     """Record how the run ended (even if cancelled meanwhile); a run that did not complete
     says, in its error, how to resume it. A store that fails here is logged: the run's
     outputs matter more than its end mark."""
-    if isinstance(failure, Exception):
+    if failure is not None:
         failure.add_note(resume_hint(checkpoint.run_id))
     if isinstance(failure, AgentEnsembleError):
         failure.run_id = checkpoint.run_id  # type: ignore[attr-defined]  # kept by pickling
-    if failure is None:
-        status = reason.value
-    elif isinstance(failure, asyncio.CancelledError):
-        status = "CANCELLED"
-    else:
-        status = ExitReason.ERROR.value
+    cancelled = isinstance(failure, asyncio.CancelledError)
+    status = "CANCELLED" if cancelled else ended.exit_reason
     try:
-        return await finish_even_if_cancelled(checkpoint.end(status, paused))
+        return await finish_even_if_cancelled(checkpoint.end(status, ended.seq, paused))
     except Exception as error:  # the run's result is still returned or raised
         logger.warning(
             "Run %s: its checkpoint's end was not recorded: %s", checkpoint.run_id, error

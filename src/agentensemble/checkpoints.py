@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -68,19 +69,30 @@ class SavedRun:
 
 class CheckpointStore(ABC):
     """Where runs are checkpointed. Use `sqlite` or `in_memory`; a custom store implements
-    the five async methods."""
+    the six async methods.
+
+    A run that starts or resumes claims its id: while it runs, another start or resume of
+    the same id is refused (in this process, or in another process on this machine whose
+    claim is checked by its process id; a claim from another machine is taken over, as a
+    dead process's is).
+    """
 
     def __init__(self, *, ttl: timedelta | float | None = None) -> None:
         self._clock: Callable[[], float] = time.time
         """Seconds since the epoch (tests move it instead of waiting)."""
         self._ttl = None if ttl is None else require_seconds(ttl, "CheckpointStore ttl")
+        self._claims: set[str] = set()
+        """The claims of the runs going on in this process."""
+        self._host = socket.gethostname()
 
     @staticmethod
     def sqlite(
         path: str | os.PathLike[str], *, ttl: timedelta | float | None = None
     ) -> CheckpointStore:
         """Checkpoints in the SQLite file at `path` (created if missing). Runs not updated
-        for `ttl` (a timedelta or seconds) are deleted when a new run starts."""
+        for `ttl` (a timedelta or seconds) are deleted when a new run starts, unless they
+        are still running. Build the store once and share it: each opens a thread and a
+        connection of its own."""
         return SqliteCheckpointStore(path, ttl=ttl)
 
     @staticmethod
@@ -95,9 +107,13 @@ class CheckpointStore(ABC):
         """The run's checkpoint, or None when the store has none."""
 
     @abstractmethod
-    async def begin(self, run_id: str, header: Mapping[str, Any]) -> None:
-        """Start (or, resuming, continue) the run's checkpoint with `header`; runs older
-        than the store's ttl are deleted."""
+    async def begin(
+        self, run_id: str, header: Mapping[str, Any], *, claim: str, fresh: bool
+    ) -> None:
+        """Start (`fresh`: over any earlier run with that id) or continue the run's
+        checkpoint with `header`, claimed by `claim` (see `new_claim`); refuse with a
+        `ValidationError` while a live claim holds it. Runs older than the store's ttl and
+        not running are deleted."""
 
     @abstractmethod
     async def record(self, run_id: str, key: str, event: Mapping[str, Any]) -> None:
@@ -105,7 +121,8 @@ class CheckpointStore(ABC):
 
     @abstractmethod
     async def end(self, run_id: str, status: str, header: Mapping[str, Any]) -> None:
-        """Record how the run ended (and its header, which holds a pending review)."""
+        """Record how the run ended (and its header, which holds a pending review), and
+        release its claim."""
 
     @abstractmethod
     async def alist(self) -> list[CheckpointInfo]:
@@ -133,6 +150,45 @@ class CheckpointStore(ABC):
         """Release what the store holds open."""
         run_sync(self.aclose())
 
+    # ---- claims ----------------------------------------------------------------------------
+
+    def new_claim(self) -> str:
+        """A claim for one run of this process: ``host:pid:token``."""
+        claim = f"{self._host}:{os.getpid()}:{os.urandom(8).hex()}"
+        self._claims.add(claim)
+        return claim
+
+    def release(self, claim: str) -> None:
+        """The run holding `claim` ended in this process."""
+        self._claims.discard(claim)
+
+    def _live(self, claim: str | None) -> bool:
+        """Whether the run holding `claim` is still going: ours, or a process on this
+        machine that is alive (a claim from another machine cannot be checked)."""
+        if not claim:
+            return False
+        host, _, rest = claim.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host != self._host or not pid_text.isdigit():
+            return False
+        pid = int(pid_text)
+        if pid == os.getpid():
+            return claim in self._claims
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process: alive
+            return True
+        return True
+
+    def _refuse_if_running(self, run_id: str, claim: str | None) -> None:
+        if self._live(claim):
+            raise ValidationError(
+                f"run {run_id} is running (claimed by {claim}): a run id is run by one "
+                "process at a time; wait for it to end, or resume another run"
+            )
+
     def _expired_before(self) -> float | None:
         return None if self._ttl is None else self._clock() - self._ttl
 
@@ -152,12 +208,23 @@ class InMemoryCheckpointStore(CheckpointStore):
                 return None
             return SavedRun(run_id, held.status, dict(held.header), dict(held.records))
 
-    async def begin(self, run_id: str, header: Mapping[str, Any]) -> None:
+    async def begin(
+        self, run_id: str, header: Mapping[str, Any], *, claim: str, fresh: bool
+    ) -> None:
         now = self._clock()
         with self._lock:
+            held = self._runs.get(run_id)
+            if held is not None:
+                self._refuse_if_running(run_id, held.claim)
             self._prune(self._expired_before())
-            held = self._runs.setdefault(run_id, _Held(created_at=now))
-            held.header, held.status, held.updated_at = dict(header), RUNNING, now
+            if fresh or held is None:
+                held = self._runs[run_id] = _Held(created_at=now)
+            held.header, held.status, held.updated_at, held.claim = (
+                dict(header),
+                RUNNING,
+                now,
+                claim,
+            )
 
     async def record(self, run_id: str, key: str, event: Mapping[str, Any]) -> None:
         with self._lock:
@@ -169,6 +236,7 @@ class InMemoryCheckpointStore(CheckpointStore):
         with self._lock:
             held = self._runs.setdefault(run_id, _Held(created_at=self._clock()))
             held.status, held.header, held.updated_at = status, dict(header), self._clock()
+            held.claim = None
 
     async def alist(self) -> list[CheckpointInfo]:
         with self._lock:
@@ -179,8 +247,10 @@ class InMemoryCheckpointStore(CheckpointStore):
             return self._runs.pop(run_id, None) is not None
 
     def _prune(self, before: float | None) -> None:
-        if before is not None:
-            for run_id in [r for r, held in self._runs.items() if held.updated_at < before]:
+        if before is None:
+            return
+        for run_id, held in list(self._runs.items()):
+            if held.updated_at < before and not self._live(held.claim):
                 del self._runs[run_id]
 
 
@@ -191,6 +261,7 @@ class _Held:
     status: str = RUNNING
     header: dict[str, Any] = field(default_factory=dict)
     records: dict[str, Any] = field(default_factory=dict)
+    claim: str | None = None
 
     def info(self, run_id: str) -> CheckpointInfo:
         return CheckpointInfo(
@@ -204,8 +275,10 @@ CREATE TABLE IF NOT EXISTS checkpoint_runs (
     status TEXT NOT NULL,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    header TEXT NOT NULL
+    header TEXT NOT NULL,
+    claim TEXT
 );
+CREATE INDEX IF NOT EXISTS checkpoint_runs_updated ON checkpoint_runs (updated_at);
 CREATE TABLE IF NOT EXISTS checkpoint_records (
     run_id TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -247,18 +320,27 @@ class SqliteCheckpointStore(CheckpointStore):
 
         return await self._worker.read(read)
 
-    async def begin(self, run_id: str, header: Mapping[str, Any]) -> None:
+    async def begin(
+        self, run_id: str, header: Mapping[str, Any], *, claim: str, fresh: bool
+    ) -> None:
         text, before = json.dumps(header), self._expired_before()
 
         def write(connection: sqlite3.Connection) -> None:
-            now = self._clock()
+            row = connection.execute(
+                "SELECT claim FROM checkpoint_runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is not None:
+                self._refuse_if_running(run_id, row[0])
             if before is not None:
-                _delete_where(connection, "updated_at < ?", (before,))
+                self._prune(connection, before)
+            if fresh:
+                _delete_run(connection, run_id)
+            now = self._clock()
             connection.execute(
-                "INSERT INTO checkpoint_runs VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
+                "INSERT INTO checkpoint_runs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO "
                 "UPDATE SET status = excluded.status, updated_at = excluded.updated_at, "
-                "header = excluded.header",
-                (run_id, RUNNING, now, now, text),
+                "header = excluded.header, claim = excluded.claim",
+                (run_id, RUNNING, now, now, text, claim),
             )
 
         await self._worker.write(write)
@@ -270,10 +352,7 @@ class SqliteCheckpointStore(CheckpointStore):
             connection.execute(
                 "INSERT OR REPLACE INTO checkpoint_records VALUES (?, ?, ?)", (run_id, key, text)
             )
-            connection.execute(
-                "UPDATE checkpoint_runs SET updated_at = ? WHERE run_id = ?",
-                (self._clock(), run_id),
-            )
+            _touch(connection, run_id, self._clock())
 
         await self._worker.write(write)
 
@@ -281,10 +360,10 @@ class SqliteCheckpointStore(CheckpointStore):
         text = json.dumps(header)
 
         def write(connection: sqlite3.Connection) -> None:
+            _touch(connection, run_id, self._clock())
             connection.execute(
-                "UPDATE checkpoint_runs SET status = ?, updated_at = ?, header = ? "
-                "WHERE run_id = ?",
-                (status, self._clock(), text, run_id),
+                "UPDATE checkpoint_runs SET status = ?, header = ?, claim = NULL WHERE run_id = ?",
+                (status, text, run_id),
             )
 
         await self._worker.write(write)
@@ -305,26 +384,47 @@ class SqliteCheckpointStore(CheckpointStore):
 
     async def adelete(self, run_id: str) -> bool:
         def write(connection: sqlite3.Connection) -> bool:
-            return _delete_where(connection, "run_id = ?", (run_id,)) > 0
+            return _delete_run(connection, run_id)
 
         return await self._worker.write(write)
 
     async def aclose(self) -> None:
         await self._worker.aclose()
 
+    def _prune(self, connection: sqlite3.Connection, before: float) -> None:
+        """Delete the runs untouched since `before` that are not running, and any records
+        left without their run."""
+        stale = connection.execute(
+            "SELECT run_id, claim FROM checkpoint_runs WHERE updated_at < ?", (before,)
+        ).fetchall()
+        for run_id, claim in stale:
+            if not self._live(claim):
+                _delete_run(connection, run_id)
+        connection.execute(
+            "DELETE FROM checkpoint_records WHERE run_id NOT IN "
+            "(SELECT run_id FROM checkpoint_runs)"
+        )
+
 
 def _create_tables(connection: sqlite3.Connection) -> None:
     connection.executescript(_SCHEMA)
 
 
-def _delete_where(connection: sqlite3.Connection, where: str, values: tuple[Any, ...]) -> int:
-    """Delete the runs matching `where`, with their records; how many runs went."""
-    query = f"SELECT run_id FROM checkpoint_runs WHERE {where}"  # `where` is ours, not input
-    ids = [row[0] for row in connection.execute(query, values)]
-    for run_id in ids:
-        connection.execute("DELETE FROM checkpoint_records WHERE run_id = ?", (run_id,))
-        connection.execute("DELETE FROM checkpoint_runs WHERE run_id = ?", (run_id,))
-    return len(ids)
+def _delete_run(connection: sqlite3.Connection, run_id: str) -> bool:
+    """Delete one run and its records; whether there was one."""
+    connection.execute("DELETE FROM checkpoint_records WHERE run_id = ?", (run_id,))
+    return (
+        connection.execute("DELETE FROM checkpoint_runs WHERE run_id = ?", (run_id,)).rowcount > 0
+    )
+
+
+def _touch(connection: sqlite3.Connection, run_id: str, now: float) -> None:
+    """Mark the run updated now (making its row if a prune took it meanwhile)."""
+    connection.execute(
+        "INSERT INTO checkpoint_runs VALUES (?, ?, ?, ?, '{}', NULL) ON CONFLICT (run_id) DO "
+        "UPDATE SET updated_at = excluded.updated_at",
+        (run_id, RUNNING, now, now),
+    )
 
 
 def _utc(seconds: float) -> datetime:

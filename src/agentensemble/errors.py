@@ -15,6 +15,7 @@ The hierarchy is shallow and separates three kinds of failure::
     ├── GuardrailViolationError    a guardrail rejected a task's input or output
     ├── ConstraintViolationError   a hierarchical run broke its HierarchicalConstraints
     ├── RateLimitTimeoutError      no rate-limit token became available in time
+    ├── CheckpointError            the checkpoint store failed to record a completed task
     └── ToolExecutionError         a tool failed in a way the model cannot be told about
 
 Errors carry their context as attributes (``task_description``, ``agent_role``,
@@ -38,6 +39,7 @@ __all__ = [
     "AgentEnsembleError",
     "AgentExecutionError",
     "BudgetExceededError",
+    "CheckpointError",
     "ConstraintViolationError",
     "EnsembleFileError",
     "FileProblem",
@@ -78,6 +80,12 @@ def _rebuild(
     error.args = args
     error.__dict__.update(state)
     return error
+
+
+class CheckpointError(AgentEnsembleError):
+    """The run's checkpoint store failed to record a completed task (a full disk, a file
+    another program locked): the run stops, the task's output is in its error's
+    completed outputs, and what the store holds is still resumable."""
 
 
 class ValidationError(AgentEnsembleError, ValueError):

@@ -46,6 +46,7 @@ from agentensemble.workflows._token_budget import TokenCounter
 
 if TYPE_CHECKING:
     from agentensemble.outputs import EnsembleOutput
+    from agentensemble.review import ReviewDecision
     from agentensemble.workflows._executor import Planner
 
 __all__ = ["MapReduceEnsemble"]
@@ -221,10 +222,11 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         options: RunOptions | None = None,
         *,
         resume: str | None = None,
+        decision: ReviewDecision | None = None,
     ) -> EnsembleOutput:
         """Run the map-reduce and wait for the result (the final reduce's output is
         ``.raw``). Works inside a running event loop too."""
-        return run_sync(self.arun(inputs, options, resume=resume))
+        return run_sync(self.arun(inputs, options, resume=resume, decision=decision))
 
     async def arun(
         self,
@@ -232,6 +234,7 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         options: RunOptions | None = None,
         *,
         resume: str | None = None,
+        decision: ReviewDecision | None = None,
     ) -> EnsembleOutput:
         """Run the map-reduce.
 
@@ -240,7 +243,8 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         (CONTINUE_ON_ERROR, when the final reduce could not run) carrying every completed
         output. The trace's workflow is ``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``.
         With a `checkpoint`, ``resume=run_id`` continues a run that stopped: the tasks it
-        completed, on every level, are restored instead of run again.
+        completed, on every level, are restored instead of run again (a paused run takes the
+        `decision` on the review it waits for).
         """
         strategy = self._strategy
         if self._tree is not None:
@@ -250,11 +254,18 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
                 return MapReduceExecutor(nodes, strategy)
 
             return await run_ensemble(
-                self.to_ensemble(), inputs, options, compose=static, resume=resume
+                self.to_ensemble(),
+                inputs,
+                options,
+                compose=static,
+                resume=resume,
+                decision=decision,
             )
         tasks, compose = self._adaptive_start()
         inner = dataclasses.replace(self._template, tasks=tasks)
-        return await run_ensemble(inner, inputs, options, compose=compose, resume=resume)
+        return await run_ensemble(
+            inner, inputs, options, compose=compose, resume=resume, decision=decision
+        )
 
     def astream(
         self,

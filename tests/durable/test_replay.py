@@ -28,7 +28,7 @@ from agentensemble import (
     tool,
     tool_call,
 )
-from agentensemble.models import Message
+from agentensemble.models import Message, RateLimit, RateLimitedChatModel
 from agentensemble.observability import ExecutionTrace, JsonTraceExporter, load_trace
 from agentensemble.replay import ReplayError, ReplayModel
 
@@ -168,6 +168,20 @@ def test_replayed_tools_are_not_run(
     assert output.trace is not None
     (tool_trace,) = output.trace.task_traces[0].llm_interactions[0].tool_calls
     assert tool_trace.result == "tides: the moon pulls the sea"
+
+
+def test_replayed_tools_are_not_run_through_a_rate_limited_model(
+    recorded: tuple[Path, list[tuple[str, Any]], dict[str, ScriptedModel]],
+) -> None:
+    path, outputs, _ = recorded
+    lookups = Lookups()
+    model = ReplayModel.from_trace(path, replay_tools=True)
+    limited = RateLimitedChatModel(model, RateLimit.per_second(1000))
+
+    output = replay(limited, lookups)  # type: ignore[arg-type]
+
+    assert results(output) == outputs
+    assert lookups.calls == 0
 
 
 def test_a_trace_object_replays_as_its_file_does(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._calling import finish_even_if_cancelled
 from agentensemble.checkpoints import CheckpointStore, SavedRun
-from agentensemble.errors import ValidationError
+from agentensemble.errors import CheckpointError, ValidationError, describe_error
 from agentensemble.observability._events import TaskCompleteEvent
 from agentensemble.observability._wire import parse_event, serialize_event
 from agentensemble.outputs import TaskOutput, _adapter
@@ -45,8 +46,19 @@ class Slot:
 
 
 def plan_of(tasks: Sequence[PlannedTask]) -> list[list[Any]]:
-    """The planned tasks as a checkpoint keeps them: index, description and agent role."""
-    return [[planned.index, planned.description, planned.role] for planned in tasks]
+    """The planned tasks as a checkpoint keeps them: index, description, agent role and
+    the name of the output type (a restored output is read back into it)."""
+    return [
+        [planned.index, planned.description, planned.role, _type_name(planned)] for planned in tasks
+    ]
+
+
+def _type_name(planned: PlannedTask) -> str | None:
+    output_type = planned.source.output_type
+    if output_type is None:
+        return None
+    name = getattr(output_type, "__qualname__", None) or repr(output_type)
+    return f"{getattr(output_type, '__module__', '')}.{name}".lstrip(".")
 
 
 def resume_hint(run_id: str) -> str:
@@ -58,7 +70,16 @@ class RunCheckpoint:
     """The checkpoint of one run: where its completed tasks go, and (resuming) what it
     restores."""
 
-    __slots__ = ("_decision", "_recorded", "_seen", "header", "pending", "run_id", "store")
+    __slots__ = (
+        "_claim",
+        "_decision",
+        "_recorded",
+        "_seen",
+        "header",
+        "pending",
+        "run_id",
+        "store",
+    )
 
     def __init__(
         self,
@@ -76,6 +97,7 @@ class RunCheckpoint:
         self.pending = PendingReview.from_data(pending) if pending else None
         """The review the resumed run paused at (None: it did not pause)."""
         self._decision = decision
+        self._claim = ""
 
     @classmethod
     async def open(
@@ -152,14 +174,26 @@ class RunCheckpoint:
         return dict(self.header.get("inputs", {}))
 
     async def begin(self, plan: list[list[Any]], inputs: Mapping[str, str]) -> None:
-        """Check a resumed run plans the tasks the recorded one did, then record the run's
-        header (a new run's checkpoint starts empty)."""
-        if self.resuming:
+        """Check a resumed run plans the tasks the recorded one did, then claim the run id
+        and record the run's header (a new run's checkpoint starts empty)."""
+        fresh = not self.resuming
+        if not fresh:
             _check_same_plan(self.run_id, self.header.get("plan", []), plan)
-        else:
-            await self.store.adelete(self.run_id)  # an id reused by a new run starts over
-        self.header = {**self.header, "plan": plan, "inputs": dict(inputs)}
-        await self.store.begin(self.run_id, self.header)
+        header = {**self.header, "plan": plan, "inputs": dict(inputs)}
+        self._claim = self.store.new_claim()
+        try:
+            await self.store.begin(self.run_id, header, claim=self._claim, fresh=fresh)
+        except BaseException:
+            self.store.release(self._claim)
+            raise
+        self.header = header
+
+    @property
+    def last_seq(self) -> int:
+        """The last event `seq` the recorded run is known to have used (a resumed run's
+        events go on from there)."""
+        seqs = [int(data.get("seq", 0)) for data in self._recorded.values()]
+        return max([int(self.header.get("last_seq", 0)), *seqs])
 
     def slot(self, task: TaskContext) -> Slot:
         """The place of this execution of `task`, and its recorded completion, if any."""
@@ -192,7 +226,7 @@ class RunCheckpoint:
         output_type = planned.source.output_type
         parsed = recorded.parsed_output
         if parsed is not None and output_type is not None:
-            parsed = _adapter(output_type).validate_python(parsed)
+            parsed = _adapter(output_type).validate_json(json.dumps(parsed))  # as it was written
         event = dataclasses.replace(
             recorded,
             ensemble_id=self.run_id,
@@ -219,20 +253,33 @@ class RunCheckpoint:
 
     async def record(self, slot: Slot, event: TaskCompleteEvent, output: TaskOutput[Any]) -> None:
         """Record a completed task (even if the run is cancelled meanwhile: a cancel is
-        raised once the record is written)."""
+        raised once the record is written). A store that fails raises `CheckpointError`."""
         data = serialize_event(dataclasses.replace(event, restored_trace=output.trace))
-        cancelled = await finish_even_if_cancelled(self.store.record(self.run_id, slot.key, data))
+        try:
+            cancelled = await finish_even_if_cancelled(
+                self.store.record(self.run_id, slot.key, data)
+            )
+        except Exception as error:
+            raise CheckpointError(
+                f"The checkpoint store {self.store!r} could not record task "
+                f"'{event.task_description[:80]}' of run {self.run_id}: {describe_error(error)}"
+            ) from error
         if cancelled is not None:
             raise cancelled
 
-    async def end(self, status: str, paused: RunPaused | None = None) -> None:
-        """Record how the run ended (a paused run: the review it waits for, and where)."""
+    async def end(self, status: str, last_seq: int, paused: RunPaused | None = None) -> None:
+        """Record how the run ended (a paused run: the review it waits for, and where) and
+        release the run id."""
         self.header = {
             **self.header,
             "pending": paused.pending.to_data() if paused is not None else None,
             "pending_task": paused.task_key if paused is not None else None,
+            "last_seq": last_seq,
         }
-        await self.store.end(self.run_id, status, self.header)
+        try:
+            await self.store.end(self.run_id, status, self.header)
+        finally:
+            self.store.release(self._claim)
 
 
 def _check_same_plan(run_id: str, recorded: list[list[Any]], planned: list[list[Any]]) -> None:
@@ -247,15 +294,17 @@ def _check_same_plan(run_id: str, recorded: list[list[Any]], planned: list[list[
         )
 
 
+_PLANNED = ("description", "agent role", "output type")
+
+
 def _changed(run_id: str, before: list[Any], now: list[Any]) -> str:
-    index, description, role = before
-    _, new_description, new_role = now
-    what = (
-        f"its description was {description!r}, now {new_description!r}"
-        if description != new_description
-        else f"its agent role was {role!r}, now {new_role!r}"
+    """What changed in the planned task `before` (index, then what `_PLANNED` names)."""
+    what = next(
+        f"its {name} was {old!r}, now {new!r}"
+        for name, old, new in zip(_PLANNED, before[1:], now[1:], strict=False)
+        if old != new
     )
-    return f"cannot resume run {run_id}: task {index} changed since it was checkpointed: {what}"
+    return f"cannot resume run {run_id}: task {before[0]} changed since it was checkpointed: {what}"
 
 
 def _check_same_task(run_id: str, planned: PlannedTask, recorded: TaskCompleteEvent) -> None:

@@ -13,6 +13,7 @@ from agentensemble.execution._review import ask
 from agentensemble.execution._structured_output import check_handler_output
 from agentensemble.review import Review, ReviewDecision, ReviewRequest, ReviewTiming
 from agentensemble.review._model import Continue, Edit, ExitEarly
+from agentensemble.review._signals import ReviewNotAsked, RunPaused
 
 if TYPE_CHECKING:
     from agentensemble.execution._steps import TaskState, TaskStep
@@ -53,7 +54,8 @@ async def _gate(
 ) -> tuple[ReviewDecision, ControlFlowSignal | None]:
     """The decision, and the signal that ends the run when the reviewer exits (or the run
     is already ending: a task waiting at its before-gate then does not start, while a task
-    at its after-gate completes without a question)."""
+    at its after-gate completes without a question, unless the run paused: its output
+    was never reviewed, so the task does not complete and a resumed run runs it again)."""
     run = state.task.run
     before = timing is ReviewTiming.BEFORE_EXECUTION
     request = ReviewRequest(
@@ -69,6 +71,8 @@ async def _gate(
     exit_message = f"Reviewer exited early {'before' if before else 'after'} task '{label}'"
     decision = await ask(state.task, state.recorder, request, exit_ends_run=exit_message)
     if decision is None:  # the run is ending
+        if isinstance(run.stop.signal, RunPaused) and not before:
+            raise ReviewNotAsked  # paused: the output waits unreviewed, so it is not kept
         return Continue(), run.stop.signal if before else None
     if isinstance(decision, ExitEarly):
         return decision, run.stop.signal

@@ -105,7 +105,11 @@ async def _decide(
     decision: ReviewDecision | None = None
     try:
         async with asyncio.timeout(request.timeout.total_seconds() or None) as limit:
-            decision = _checked(await _call(review.handler, request), review.handler)
+            try:
+                answer = await _call(review.handler, request)
+            except RunPaused:  # a handler applying a PAUSE timeout of its own (the page's)
+                raise _paused(task, request) from None
+            decision = _checked(answer, review.handler)
     except TimeoutError:
         if not limit.expired():
             raise

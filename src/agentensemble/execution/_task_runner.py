@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
 from agentensemble._logging import task_log_context
-from agentensemble.errors import AgentExecutionError, OutputParsingError, TaskExecutionError
+from agentensemble.errors import (
+    AgentExecutionError,
+    CheckpointError,
+    OutputParsingError,
+    TaskExecutionError,
+)
 from agentensemble.execution._recorder import TaskRecorder
 from agentensemble.execution._steps import TaskState
 from agentensemble.execution._structured_output import check_handler_output
@@ -109,7 +114,7 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
         event, output = recorder.completed(state.raw, state.parsed)
         _keep(task, output)
         if slot is not None:
-            await task.run.checkpoint.record(slot, event, output)  # type: ignore[union-attr]
+            await _record(task, slot, event, output)
         await task.run.events.deliver(event)
     if state.late_failure is not None:
         raise state.late_failure
@@ -126,6 +131,21 @@ def _keep(task: TaskContext, output: TaskOutput[Any]) -> None:
         task.run.outputs.record(planned.source, output, task.task_id)
         if replaced:  # a loop's earlier iteration, a graph state's earlier visit
             task.run.trace.release(replaced)
+
+
+async def _record(
+    task: TaskContext, slot: Slot, event: TaskCompleteEvent, output: TaskOutput[Any]
+) -> None:
+    """Record the completed task in the run's checkpoint; when the store fails, listeners
+    still hear that the task completed before the run stops on the `CheckpointError`."""
+    checkpoint = task.run.checkpoint
+    if checkpoint is None:  # a slot exists only in a run with a checkpoint
+        raise AssertionError("recording a task in a run without a checkpoint")
+    try:
+        await checkpoint.record(slot, event, output)
+    except CheckpointError:
+        await task.run.events.deliver(event)
+        raise
 
 
 def _slot(task: TaskContext) -> Slot | None:
@@ -166,8 +186,10 @@ def _steps_to_run(task: TaskContext, state: TaskState, slot: Slot | None) -> Seq
     held = checkpoint.output_at_gate(slot) if checkpoint is not None and slot else None
     if held is None:
         return steps
+    gate = next((i for i, step in enumerate(steps) if getattr(step, "resumes_here", False)), None)
+    if gate is None:  # the task's review was removed since: it runs again, unreviewed
+        return steps
     state.raw = held
-    gate = next(i for i, step in enumerate(steps) if getattr(step, "resumes_here", False))
     return (_parse_held, *steps[gate:])
 
 

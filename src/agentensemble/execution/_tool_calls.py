@@ -4,9 +4,9 @@ execution, and one result message per call in request order (BEHAVIOUR 6.2)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from agentensemble._formats import format_json_text
 from agentensemble._logging import get_logger
@@ -145,12 +145,25 @@ async def _execute(loop: AgentLoop, call: ToolCall) -> ToolResult:
     return result
 
 
+def _recorded_results_of(model: object) -> Callable[[ToolCall], object] | None:
+    """The model's ``recorded_tool_result``, looking through wrappers that hold the model
+    they call as ``.model`` (a rate limit's)."""
+    for _ in range(8):  # wrappers nest a few deep at most
+        answer = getattr(model, "recorded_tool_result", None)
+        if answer is not None:
+            return cast("Callable[[ToolCall], object]", answer)
+        model = getattr(model, "model", None)
+        if model is None:
+            return None
+    return None
+
+
 def _recorded_result(loop: AgentLoop, call: ToolCall, tool: object) -> ToolResult | None:
     """The result the agent's model has for the call instead of running the tool: a
     `ReplayModel` with ``replay_tools=True`` answers with the recorded one (a model's
     optional ``recorded_tool_result(call)``). Delegations always run: their workers' model
     calls are replayed in turn."""
-    answer = getattr(loop.model, "recorded_tool_result", None)
+    answer = _recorded_results_of(loop.model)
     if answer is None or isinstance(tool, DelegationTool):
         return None
     result = answer(call)

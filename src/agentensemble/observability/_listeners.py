@@ -450,6 +450,11 @@ class EventDispatcher:
         """The `seq` of the run's next event (1, 2, 3 ...)."""
         return self._seq()
 
+    def continue_after(self, seq: int) -> None:
+        """Number this run's events from ``seq + 1`` (a resumed run goes on from the run it
+        resumes, so one run id never has two events with one `seq`)."""
+        self._seq = itertools.count(seq + 1).__next__
+
     def _bind(self, listener: object) -> dict[str, _Handler]:
         """One handler per method the listener defines (so `on_event` is one handler, with
         one failure count, whatever the event type)."""

@@ -14,7 +14,13 @@ from agentensemble.enums import ExitReason
 from agentensemble.errors import ReviewTimeoutError
 from agentensemble.review._model import PendingReview
 
-__all__ = ["ExitEarlyRequested", "ReviewTimedOut", "RunPaused", "describe_timeout"]
+__all__ = [
+    "ExitEarlyRequested",
+    "ReviewNotAsked",
+    "ReviewTimedOut",
+    "RunPaused",
+    "describe_timeout",
+]
 
 
 class ExitEarlyRequested(ControlFlowSignal):
@@ -64,6 +70,13 @@ class RunPaused(ControlFlowSignal):
         self.pending = pending
         self.task_key = ""
         """The paused task's place in the checkpoint (set as the signal leaves the task)."""
+
+
+class ReviewNotAsked(ControlFlowSignal):
+    """A task's output waits at its review gate while the run pauses for another review:
+    nobody is asked, so the task does not complete (a resumed run runs it again)."""
+
+    exit_reason = ExitReason.PAUSED
 
 
 def describe_timeout(timeout: timedelta) -> str:
