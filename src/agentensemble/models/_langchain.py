@@ -95,6 +95,7 @@ class LangChainChatModel:
                     text = _text_of(chunk.content)
                     if text:
                         here.call_soon_threadsafe(queue.put_nowait, text)
+                _check_finished(merged, self.model)
                 here.call_soon_threadsafe(queue.put_nowait, _Done(merged))
             except BaseException as error:  # handed to the consumer, even a cancellation
                 here.call_soon_threadsafe(queue.put_nowait, _Failed(error))
@@ -125,6 +126,34 @@ class LangChainChatModel:
         if keywords:
             runnable = runnable.bind(**keywords)
         return runnable
+
+
+_FINISH_KEYS = {
+    "openai": "finish_reason",
+    "azure": "finish_reason",
+    "anthropic": "stop_reason",
+    "ollama": "done_reason",
+    "google_genai": "finish_reason",
+    "mistralai": "finish_reason",
+    "groq": "finish_reason",
+}
+"""Where each LangChain provider says why an answer ended (``model_provider`` in the
+chunks' ``response_metadata``); a stream that ends without it was cut short."""
+
+
+def _check_finished(merged: Any, model: Any) -> None:
+    """A stream from a provider that reports why an answer ended, and did not, was cut
+    (a reset connection, a truncated stream): LangChain ends it quietly, so say so."""
+    metadata = getattr(merged, "response_metadata", None) or {}
+    key = _FINISH_KEYS.get(metadata.get("model_provider", ""))
+    if key is None or metadata.get(key):
+        return
+    received = len(_text_of(merged.content)) if merged is not None else 0
+    raise ConnectionError(
+        f"The answer streamed by {type(model).__name__} ({metadata['model_provider']}) "
+        f"stopped before it was finished (no {key}, {received} characters received): the "
+        "connection was cut"
+    )
 
 
 class _Done:
