@@ -170,21 +170,24 @@ def test_ctrl_c_stops_the_run_cleanly_and_prints_what_completed() -> None:
 
 
 def _read_stderr_until(process: subprocess.Popen[str], marker: str) -> str:
-    """stderr up to the line holding `marker` (fails after `WAIT` seconds)."""
+    """stderr up to the line holding `marker` (fails after `WAIT` seconds). It reads the
+    pipe's file descriptor itself: a buffered ``readline`` may take in several lines at
+    once, and `select` then waits for more while the marker sits in the buffer."""
     assert process.stderr is not None
+    descriptor = process.stderr.fileno()
     deadline = time.monotonic() + WAIT
-    seen = ""
+    seen = b""
     with selectors.DefaultSelector() as selector:
-        selector.register(process.stderr, selectors.EVENT_READ)
-        while marker not in seen:
+        selector.register(descriptor, selectors.EVENT_READ)
+        while marker.encode() not in seen:
             left = deadline - time.monotonic()
             if left <= 0 or not selector.select(timeout=left):
-                pytest.fail(f"no {marker!r} on stderr within {WAIT}s: {seen!r}")
-            line = process.stderr.readline()
-            if not line:
-                pytest.fail(f"the command ended before {marker!r}: {seen!r}")
-            seen += line
-    return seen
+                pytest.fail(f"no {marker!r} on stderr within {WAIT}s: {seen.decode()!r}")
+            chunk = os.read(descriptor, 65536)
+            if not chunk:
+                pytest.fail(f"the command ended before {marker!r}: {seen.decode()!r}")
+            seen += chunk
+    return seen.decode()
 
 
 def test_new_creates_a_project_whose_test_passes_as_created(tmp_path: Path) -> None:
