@@ -805,3 +805,23 @@ def test_a_manager_that_delegates_nothing_is_a_warning_in_the_output_and_trace(
     assert output.trace is not None
     assert output.trace.warnings == (warning,)
     assert "The manager delegated nothing" in caplog.text
+
+
+def test_the_managers_tool_names_the_worker_roles_in_its_schema() -> None:
+    """A server that constrains tool arguments to the schema (llama.cpp's grammar) can then
+    only name a real worker."""
+    from agentensemble import Agent, Ensemble, ScriptedModel, Task, Workflow
+
+    manager = ScriptedModel(["Final report"])
+    workers = [Agent(role, "Help", llm=ScriptedModel([])) for role in ("Researcher", "Writer")]
+    Ensemble(
+        tasks=[Task("Report on bees", "A report")],
+        agents=workers,
+        workflow=Workflow.HIERARCHICAL,
+        llm=manager,
+    ).run()
+    [spec] = manager.requests[0].tools
+    assert spec.name == "delegate_task"
+    roles = spec.parameters["properties"]["agent_role"]["enum"]
+    assert {"Researcher", "Writer"} <= set(roles)  # and the task's own agent, synthesised
+    assert all(role in manager.requests[0].messages[0].text for role in roles)

@@ -10,6 +10,7 @@ the worker for the task the call belongs to; the tools only read the arguments a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from agentensemble.models import ToolSpec
@@ -22,16 +23,31 @@ class DelegationTool:
     """A tool with two required string parameters, ``agent_role`` and
     ``task_description``, that delegates through the calling task's `ToolContext`."""
 
-    def __init__(self, name: str, description: str, role_help: str, task_help: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        role_help: str,
+        task_help: str,
+        roles: Sequence[str] = (),
+    ) -> None:
+        role: dict[str, Any] = {"type": "string", "description": role_help}
+        if roles:  # a server that constrains arguments to the schema then names a real one
+            role["enum"] = list(roles)
         schema = {
             "type": "object",
             "properties": {
-                "agent_role": {"type": "string", "description": role_help},
+                "agent_role": role,
                 "task_description": {"type": "string", "description": task_help},
             },
             "required": ["agent_role", "task_description"],
         }
+        self._args = (name, description, role_help, task_help)
         self._spec = ToolSpec(name, description, schema)
+
+    def for_roles(self, roles: Sequence[str]) -> DelegationTool:
+        """This tool with `agent_role` limited to `roles` (in its JSON Schema's ``enum``)."""
+        return DelegationTool(*self._args, roles=roles)
 
     @property
     def spec(self) -> ToolSpec:

@@ -53,7 +53,12 @@ logger = get_logger("agentensemble.workflows")
 MANAGER_ROLE = "Manager"
 _GOAL = "Coordinate worker agents to complete all tasks and synthesize a comprehensive final result"
 _EXPECTED_OUTPUT = "A comprehensive final response synthesizing the outputs of all delegated tasks"
-_TOOLS = ToolSet((DELEGATE_TASK.spec,), {DELEGATE_TASK.spec.name: DELEGATE_TASK})
+
+
+def _manager_tools(team: Team) -> ToolSet:
+    """The manager's one tool, its ``agent_role`` limited to the workers' roles."""
+    tool = DELEGATE_TASK.for_roles([worker.agent.role for worker in team.workers])
+    return ToolSet((tool.spec,), {tool.spec.name: tool})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,7 +136,7 @@ async def plan_manager(
         expected_output=_EXPECTED_OUTPUT,
         agent=agent,
         steps=task_steps(task, agent),
-        tools=_TOOLS,
+        tools=_manager_tools(team),
         limiter=settings.limiter,
         delegates="manager",
     )
