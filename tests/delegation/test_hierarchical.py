@@ -811,6 +811,7 @@ def test_the_managers_tool_names_the_worker_roles_in_its_schema() -> None:
     """A server that constrains tool arguments to the schema (llama.cpp's grammar) can then
     only name a real worker."""
     from agentensemble import Agent, Ensemble, ScriptedModel, Task, Workflow
+    from agentensemble.models import SystemMessage
 
     manager = ScriptedModel(["Final report"])
     workers = [Agent(role, "Help", llm=ScriptedModel([])) for role in ("Researcher", "Writer")]
@@ -824,4 +825,6 @@ def test_the_managers_tool_names_the_worker_roles_in_its_schema() -> None:
     assert spec.name == "delegate_task"
     roles = spec.parameters["properties"]["agent_role"]["enum"]
     assert {"Researcher", "Writer"} <= set(roles)  # and the task's own agent, synthesised
-    assert all(role in manager.requests[0].messages[0].text for role in roles)
+    system = manager.requests[0].messages[0]
+    assert isinstance(system, SystemMessage)
+    assert all(role in system.text for role in roles)

@@ -47,8 +47,11 @@ def client(request: pytest.FixtureRequest) -> str:
 def model_at(server: OpenAIServer, client: str, *, max_retries: int) -> Any:
     if client == "langchain":
         from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
 
-        return ChatOpenAI(model="m", base_url=server.base_url, api_key="t", max_retries=max_retries)
+        return ChatOpenAI(
+            model="m", base_url=server.base_url, api_key=SecretStr("t"), max_retries=max_retries
+        )
     return OpenAIChatModel("m", base_url=server.base_url, api_key="t", max_retries=max_retries)
 
 
