@@ -14,10 +14,11 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import asyncio
+    import types
     from concurrent.futures import Future
 
     from agentensemble._daemon_pool import DaemonPool
@@ -27,6 +28,7 @@ __all__ = [
     "NOTHING",
     "call_user_code",
     "finish_even_if_cancelled",
+    "import_off_loop",
     "set_sync_thread_limit",
     "start_daemon_call",
     "sync_pool",
@@ -179,3 +181,19 @@ async def finish_even_if_cancelled(
         except asyncio.CancelledError as error:
             cancelled = error
     return cancelled
+
+
+async def import_off_loop(name: str) -> types.ModuleType:
+    """The module `name`, imported on a thread of its own the first time (a first run
+    imports the engine and a model SDK: a few hundred milliseconds the event loop would
+    otherwise stand still for, in a web server every request waits)."""
+    import importlib
+    import sys
+
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    import asyncio
+
+    imported = await asyncio.wrap_future(start_daemon_call(importlib.import_module, name))
+    return cast("types.ModuleType", imported)

@@ -292,7 +292,10 @@ class Ensemble(EnsembleSettings):
         the recorded inputs when `inputs` is None). A run that paused at a review
         (exit reason ``PAUSED``) is resumed with the `decision` on that review.
         """
-        from agentensemble._run import run_ensemble  # the engine loads on first run
+        from agentensemble._calling import import_off_loop
+
+        await import_off_loop("agentensemble._run")  # the engine loads on the first run
+        from agentensemble._run import run_ensemble
 
         dashboard = self.web_dashboard
         if dashboard is None:

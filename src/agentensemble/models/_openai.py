@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentensemble._calling import import_off_loop
 from agentensemble._extras import require, require_installed
 from agentensemble.errors import ValidationError
 from agentensemble.models._messages import (
@@ -130,6 +131,11 @@ class OpenAIChatModel:
         should not be sent a made-up one (no ``Authorization`` header at all)."""
         return not self._api_key and not os.environ.get("OPENAI_API_KEY") and bool(self.base_url)
 
+    async def _client(self) -> Any:
+        """This loop's SDK client (the SDK imported off the loop the first time)."""
+        await import_off_loop("openai")
+        return await self._clients.get()
+
     async def chat(
         self,
         messages: Sequence[Message],
@@ -138,7 +144,7 @@ class OpenAIChatModel:
         settings: ModelSettings | None = None,
     ) -> ChatResponse:
         """Send one chat-completions request and convert the reply."""
-        client = await self._clients.get()
+        client = await self._client()
         with self._naming_the_server():
             completion = await client.chat.completions.create(
                 **self._request(messages, tools, settings)
@@ -166,7 +172,7 @@ class OpenAIChatModel:
     ) -> AsyncIterator[str | ChatResponse]:
         """Stream a chat completion: text deltas as they arrive, then the whole turn."""
         request = self._request(messages, tools, settings)
-        client = await self._clients.get()
+        client = await self._client()
         assembly = _StreamAssembly()
         with self._naming_the_server():
             chunks = await client.chat.completions.create(
