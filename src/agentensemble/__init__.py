@@ -6,7 +6,6 @@ from agentensemble._quick import arun, run
 from agentensemble._stream import EventStream
 from agentensemble._version import __version__ as __version__
 from agentensemble.agent import Agent
-from agentensemble.checkpoints import CheckpointInfo, CheckpointStore
 from agentensemble.delegation import (
     DefaultManagerPromptStrategy,
     DelegationPolicy,
@@ -141,6 +140,7 @@ from agentensemble.task import Task
 from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 
 if _typing.TYPE_CHECKING:
+    from agentensemble.checkpoints import CheckpointInfo, CheckpointStore
     from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
     from agentensemble.mapreduce import MapReduceEnsemble
     from agentensemble.replay import ReplayError, ReplayModel
@@ -163,6 +163,10 @@ def __getattr__(name: str) -> _typing.Any:
         from agentensemble import mapreduce
 
         return mapreduce.MapReduceEnsemble
+    if name in ("CheckpointStore", "CheckpointInfo"):  # loads on first use
+        from agentensemble import checkpoints
+
+        return getattr(checkpoints, name)
     if name in ("ReplayModel", "ReplayError"):  # loads on first use (the trace types)
         from agentensemble import replay
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -83,7 +82,8 @@ class CheckpointStore(ABC):
         self._ttl = None if ttl is None else require_seconds(ttl, "CheckpointStore ttl")
         self._claims: set[str] = set()
         """The claims of the runs going on in this process."""
-        self._host = socket.gethostname()
+        self._host = ""
+        """This machine's name (looked up with the first claim)."""
 
     @staticmethod
     def sqlite(
@@ -154,9 +154,16 @@ class CheckpointStore(ABC):
 
     def new_claim(self) -> str:
         """A claim for one run of this process: ``host:pid:token``."""
-        claim = f"{self._host}:{os.getpid()}:{os.urandom(8).hex()}"
+        claim = f"{self._hostname()}:{os.getpid()}:{os.urandom(8).hex()}"
         self._claims.add(claim)
         return claim
+
+    def _hostname(self) -> str:
+        if not self._host:
+            import socket
+
+            self._host = socket.gethostname()
+        return self._host
 
     def release(self, claim: str) -> None:
         """The run holding `claim` ended in this process."""
@@ -169,7 +176,7 @@ class CheckpointStore(ABC):
             return False
         host, _, rest = claim.partition(":")
         pid_text = rest.partition(":")[0]
-        if host != self._host or not pid_text.isdigit():
+        if host != self._hostname() or not pid_text.isdigit():
             return False
         pid = int(pid_text)
         if pid == os.getpid():

@@ -18,7 +18,6 @@ from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
 from agentensemble._unset import UNSET, Unset, resolve_int
 from agentensemble.agent import Agent
-from agentensemble.checkpoints import CheckpointStore, resolve_checkpoint
 from agentensemble.delegation import (
     DelegationPolicy,
     HierarchicalConstraints,
@@ -57,6 +56,7 @@ from agentensemble.review._handlers import check_handler
 from agentensemble.task import Task
 
 if TYPE_CHECKING:
+    from agentensemble.checkpoints import CheckpointStore
     from agentensemble.outputs import EnsembleOutput
     from agentensemble.web import WebDashboard
 
@@ -237,7 +237,10 @@ class Ensemble(EnsembleSettings):
                 "_manager_model",
                 resolve_model(self.manager_llm, field="Ensemble manager_llm"),
             )
-        set_(self, "checkpoint", resolve_checkpoint(self.checkpoint))
+        if self.checkpoint is not None:  # the module loads only for ensembles that use it
+            from agentensemble.checkpoints import resolve_checkpoint
+
+            set_(self, "checkpoint", resolve_checkpoint(self.checkpoint))
         callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
         set_(
             self,

@@ -21,7 +21,7 @@ from agentensemble.review._signals import RunPaused
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentensemble.execution._checkpointing import Slot
+    from agentensemble.execution._checkpointing import RunCheckpoint, Slot
     from agentensemble.execution._context import RunOutputs, TaskContext
     from agentensemble.execution._planning import PlannedTask
     from agentensemble.execution._steps import TaskStep
@@ -95,11 +95,16 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
     """
     planned = task.planned
     recorder = TaskRecorder(task)
-    slot = _slot(task)
-    if slot is not None and slot.recorded is not None:
-        return await _restore(task, recorder, slot.recorded)
     state = TaskState(task, recorder)
-    steps = _steps_to_run(task, state, slot)
+    steps: Sequence[TaskStep] = planned.steps
+    slot = None
+    checkpoint = task.run.checkpoint
+    if checkpoint is not None:  # a run without one pays for nothing here
+        slot = _slot(task, checkpoint)
+        if slot is not None and slot.recorded is not None:
+            return await _restore(task, recorder, slot.recorded)
+        if slot is not None:
+            steps = _steps_to_run(checkpoint, state, slot)
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
@@ -148,12 +153,11 @@ async def _record(
         raise
 
 
-def _slot(task: TaskContext) -> Slot | None:
-    """The task's place in the run's checkpoint (None: the run has none, or the task is a
-    loop's own, whose output its body's tasks make again)."""
-    checkpoint = task.run.checkpoint
+def _slot(task: TaskContext, checkpoint: RunCheckpoint) -> Slot | None:
+    """The task's place in the run's checkpoint (None for a loop's own task, whose output
+    its body's tasks make again)."""
     steps = task.planned.steps
-    if checkpoint is None or (steps and getattr(steps[0], "composite", False)):
+    if steps and getattr(steps[0], "composite", False):
         return None
     return checkpoint.slot(task)
 
@@ -178,12 +182,11 @@ async def _restore(
     return output
 
 
-def _steps_to_run(task: TaskContext, state: TaskState, slot: Slot | None) -> Sequence[TaskStep]:
+def _steps_to_run(checkpoint: RunCheckpoint, state: TaskState, slot: Slot) -> Sequence[TaskStep]:
     """The task's steps; for the task a resumed run paused at after its output, only its
     after-review gate and what follows, on the output it had (no model call again)."""
-    steps = task.planned.steps
-    checkpoint = task.run.checkpoint
-    held = checkpoint.output_at_gate(slot) if checkpoint is not None and slot else None
+    steps = state.task.planned.steps
+    held = checkpoint.output_at_gate(slot)
     if held is None:
         return steps
     gate = next((i for i, step in enumerate(steps) if getattr(step, "resumes_here", False)), None)
