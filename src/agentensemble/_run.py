@@ -37,7 +37,7 @@ from agentensemble.agent import Agent
 from agentensemble.checkpoints import CheckpointStore
 from agentensemble.enums import ExitReason, Workflow
 from agentensemble.errors import AgentEnsembleError, ValidationError
-from agentensemble.execution._budget import RunBudget
+from agentensemble.execution._budget import RunBudget, has_budget
 from agentensemble.execution._checkpointing import RunCheckpoint, plan_of, resume_hint
 from agentensemble.execution._context import RunContext, RunLimiters, new_run_id
 from agentensemble.execution._delegation import Team
@@ -135,6 +135,8 @@ class _Shape:
     """Each loop and the task that stands for it among the run's tasks."""
     warnings: tuple[str, ...] = ()
     """What every run of the ensemble warns about (logged once, when checked)."""
+    budgeted: tuple[Task[Any], ...] = ()
+    """The tasks (loop bodies included) that set a budget of their own."""
 
     @property
     def all_tasks(self) -> tuple[Task[Any], ...]:
@@ -217,7 +219,9 @@ async def run_ensemble(
         [*(task.agent for task in every if task.agent is not None), *ensemble.agents], run_inputs
     )
     await _check_memory_store(ensemble)
-    run = _with_checkpoint(_run_context(ensemble, options, shape, agents), ensemble, checkpoint)
+    run = _run_context(ensemble, options, shape, agents)
+    if checkpoint is not None or ensemble.checkpoint is not None:
+        run = _with_checkpoint(run, ensemble, checkpoint)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
@@ -266,8 +270,6 @@ def _with_checkpoint(
     """The run context with its checkpoint: the resumed run's, or a new one when the
     ensemble checkpoints its runs."""
     store = ensemble.checkpoint_store
-    if resumed is None and store is None:
-        return run
     if resumed is not None:  # its events go on after the recorded run's
         run.events.continue_after(resumed.last_seq)
     checkpoint = resumed or RunCheckpoint(cast("CheckpointStore", store), run.run_id)
@@ -315,7 +317,10 @@ def _validate(ensemble: Ensemble) -> _Shape:
         for message in warnings:
             logger.warning("%s", message)
         shape = dataclasses.replace(
-            shape, verbose_roles=_verbose_roles(ensemble), warnings=warnings
+            shape,
+            verbose_roles=_verbose_roles(ensemble),
+            warnings=warnings,
+            budgeted=tuple(task for task in shape.all_tasks if has_budget(task)),
         )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
@@ -529,7 +534,7 @@ def _run_context(
         memory=_memory(ensemble),
         hooks=RunHooks.of((*ensemble.hooks, *options.hooks)),
         agents=agents,
-        budget=RunBudget.of(options, shape.all_tasks, ensemble.cost_configuration),
+        budget=RunBudget.of(options, shape.budgeted, ensemble.cost_configuration),
     )
 
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from agentensemble.options import RunOptions
     from agentensemble.task import Task
 
-__all__ = ["BudgetSpent", "Limits", "ModelCall", "RunBudget", "Spent"]
+__all__ = ["BudgetSpent", "Limits", "ModelCall", "RunBudget", "Spent", "has_budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +60,7 @@ class Limits:
     @classmethod
     def of_task(cls, task: Task[Any]) -> Limits | None:
         """The budgets of one task, named by its name (else its description)."""
-        if task.max_tokens is None and task.max_cost is None and task.max_model_calls is None:
-            return None
-        return cls.of(f"Task '{task.label}'", task)
+        return cls.of(f"Task '{task.label}'", task) if has_budget(task) else None
 
     def spent(self, calls: int, usage: Usage, prices: CostConfiguration | None) -> Spent | None:
         """The first of these budgets that `calls` model calls using `usage` have spent
@@ -135,6 +133,13 @@ class BudgetSpent(ControlFlowSignal):
         self.spent = spent
 
 
+def has_budget(task: Task[Any]) -> bool:
+    """Whether `task` sets a budget of its own."""
+    return (
+        task.max_tokens is not None or task.max_cost is not None or task.max_model_calls is not None
+    )
+
+
 class RunBudget:
     """The budgets of one run and the model calls admitted against them."""
 
@@ -159,6 +164,8 @@ class RunBudget:
         cost configuration); None when neither sets one. Raises `ValidationError` (before
         any model call) for a cost budget without prices."""
         limits = Limits.of("RunOptions", options)
+        if limits is None and not tasks:  # the common case: no budget anywhere
+            return None
         owners = [limits] if limits is not None else []
         owners.extend(found for found in map(Limits.of_task, tasks) if found is not None)
         if not owners:
