@@ -14,9 +14,11 @@ from pydantic import BaseModel
 from agentensemble import (
     Agent,
     CheckpointStore,
+    Edge,
     Ensemble,
     ExitReason,
     FunctionModel,
+    Graph,
     Loop,
     MapReduceEnsemble,
     Phase,
@@ -365,3 +367,50 @@ def test_run_options_resume_is_the_same_as_the_keyword() -> None:
         ensemble.run(resume="o", options=RunOptions(resume="other"))
     with pytest.raises(ValidationError, match="RunOptions resume must not be blank"):
         RunOptions(resume=" ")
+
+
+def test_a_graph_walk_resumes_on_the_same_path() -> None:
+    store = CheckpointStore.in_memory()
+    broken = {"on": True}
+    calls: list[str] = []
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        task = _task_line(messages)
+        calls.append(task)
+        if task == "Review the draft":
+            reviews = calls.count(task)
+            if reviews == 2 and broken["on"]:
+                raise RuntimeError("provider down")
+            return "again" if reviews == 1 else "approved"
+        return f"draft {calls.count(task)}"
+
+    def make() -> Ensemble:
+        llm = FunctionModel(answer)
+        graph = Graph(
+            "editing",
+            states={
+                "draft": Task("Write the draft", "A draft", llm=llm),
+                "review": Task("Review the draft", "A verdict", llm=llm),
+            },
+            start="draft",
+            edges=[
+                Edge("draft", "review"),
+                Edge("review", "draft", when=lambda output: output.raw == "again"),
+                Edge("review", Graph.END),
+            ],
+        )
+        return Ensemble(graph=graph, checkpoint=store)
+
+    with pytest.raises(TaskExecutionError):
+        make().run(options=RunOptions(run_id="g"))
+    assert calls == ["Write the draft", "Review the draft", "Write the draft", "Review the draft"]
+    broken["on"], calls[:] = False, ["Review the draft"]  # the first review was made
+    output = make().run(resume="g")
+    assert calls == ["Review the draft", "Review the draft"]  # only the failed review again
+    assert [(step.state, step.output.raw) for step in output.graph_history] == [
+        ("draft", "draft 1"),
+        ("review", "again"),
+        ("draft", "draft 2"),
+        ("review", "approved"),
+    ]
+    assert output.graph_termination_reason == "terminal"
