@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from agentensemble import Agent, Ensemble, Review, ScriptedModel, Task, ToolCall, tool
+from agentensemble import (
+    Agent,
+    CheckpointStore,
+    Ensemble,
+    Review,
+    ReviewHandler,
+    ScriptedModel,
+    Task,
+    ToolCall,
+    tool,
+)
 from agentensemble.enums import ExitReason
 from agentensemble.web import WebDashboard
 from tests.web.helpers import DEADLINE, Gate
@@ -202,6 +212,23 @@ async def test_exit_early_from_the_page_stops_the_run(
     output = await running
     assert output.exit_reason is ExitReason.USER_EXIT_EARLY
     await status_shows(page, "stopped early")
+
+
+async def test_a_paused_run_shows_as_paused(dashboard: WebDashboard, browser: Browser) -> None:
+    page = await browser.page(dashboard.url)
+    output = await Ensemble(
+        tasks=[reviewed_task()],
+        web_dashboard=dashboard,
+        review_handler=ReviewHandler.pause(),
+        checkpoint=CheckpointStore.in_memory(),
+    ).arun()
+    assert output.exit_reason is ExitReason.PAUSED
+    await status_shows(page, "paused")
+    row = page.get_by_test_id("task-row").first
+    await page.locator('[data-testid="task-row"][data-state="paused"]').wait_for()
+    await row.click()
+    await page.locator("text=waits for a review").first.wait_for()
+    await screenshot(page, "run-paused")
 
 
 async def test_cancel_from_the_page(dashboard: WebDashboard, browser: Browser) -> None:

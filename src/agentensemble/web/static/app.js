@@ -26,9 +26,15 @@
     COMPLETED: 'completed',
     USER_EXIT_EARLY: 'stopped early',
     TIMEOUT: 'timed out',
+    BUDGET: 'over budget',
+    PAUSED: 'paused',
     ERROR: 'failed',
     CANCELLED: 'cancelled',
   };
+
+  // A task that ended because its run paused for a review did not fail: it runs again
+  // (or resumes at its gate) when the run is resumed.
+  const PAUSES = new Set(['RunPaused', 'ReviewNotAsked']);
 
   const $ = (id) => document.getElementById(id);
 
@@ -490,7 +496,7 @@
       const t = ensureTask(run, m);
       if (!t) return null;
       t.finished = true;
-      setTaskState(run, t, 'failed');
+      setTaskState(run, t, PAUSES.has(m.errorType) ? 'paused' : 'failed');
       t.completedAt = str(m.failedAt ?? m.completedAt ?? m.timestamp);
       t.endMs = ts;
       t.durationMs = num(m.durationMs);
@@ -1207,7 +1213,7 @@
       case 'completed': return 'st-completed';
       case 'failed': return 'st-failed';
       case 'cancelled': return 'st-cancelled';
-      case 'stopped early': return 'st-stopped';
+      case 'stopped early': case 'over budget': case 'paused': return 'st-stopped';
       case 'timed out': return 'st-timeout';
       case 'pending': return 'st-pending';
       default: return 'st-other';
@@ -1390,9 +1396,13 @@
     if (msg && !sending && msg.dataset.kind === 'sent') { msg.textContent = ''; msg.dataset.kind = ''; }
   }
 
-  // A cancel is not a failure of the task: say what happened rather than "CancelledError".
+  // A cancel or a pause is not a failure of the task: say what happened rather than the
+  // signal's class name.
   function errorText(errorType, reason) {
     if (errorType === 'CancelledError') return '<b>Cancelled</b>: stopped with its run';
+    if (PAUSES.has(errorType)) {
+      return '<b>Paused</b>: waits for a review; resuming the run continues it';
+    }
     return '<b>' + esc(errorType || 'Error') + '</b>' + (reason ? ': ' + esc(reason) : '');
   }
 
@@ -2090,7 +2100,8 @@
       '<div class="metric"><span class="m-label">' + k + '</span><span class="m-value">' + v + '</span></div>').join('') + '</div>');
 
     if (t.error) {
-      h.push('<div class="dt-error" data-testid="task-error">' + errorText(t.error.errorType, t.error.reason) + '</div>');
+      const note = t.state === 'paused' ? 'dt-error dt-note' : 'dt-error';
+      h.push('<div class="' + note + '" data-testid="task-error">' + errorText(t.error.errorType, t.error.reason) + '</div>');
     }
     if (t.state === 'running' && run.status === 'running') {
       h.push('<div class="dt-block"><div class="dt-label">Streaming <span class="pulse" aria-hidden="true"></span></div>' +
