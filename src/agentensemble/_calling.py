@@ -141,7 +141,9 @@ async def call_user_code(
     return result
 
 
-def start_daemon_call(function: Callable[..., Any], /, *args: Any) -> Future[Any]:
+def start_daemon_call(
+    function: Callable[..., Any], /, *args: Any, name: str = "agentensemble-review"
+) -> Future[Any]:
     """Run `function` in a daemon thread of its own and return its future at once.
 
     For sync code that may block for as long as a person takes (a review handler reading
@@ -161,7 +163,7 @@ def start_daemon_call(function: Callable[..., Any], /, *args: Any) -> Future[Any
         except BaseException as error:  # delivered to whoever still waits
             future.set_exception(error)
 
-    threading.Thread(target=run, name="agentensemble-review", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
     return future
 
 
@@ -195,5 +197,7 @@ async def import_off_loop(name: str) -> types.ModuleType:
         return module
     import asyncio
 
-    imported = await asyncio.wrap_future(start_daemon_call(importlib.import_module, name))
+    imported = await asyncio.wrap_future(
+        start_daemon_call(importlib.import_module, name, name="agentensemble-import")
+    )
     return cast("types.ModuleType", imported)

@@ -199,7 +199,7 @@ async def run_ensemble(
     if resume is not None:
         options = dataclasses.replace(options, run_id=_resumed_id(ensemble, resume))
         checkpoint = await RunCheckpoint.open(
-            _store(ensemble), options.run_id or resume, resume=True, decision=decision
+            _store(ensemble), resume, resume=True, decision=decision
         )
         inputs = checkpoint.inputs if inputs is None else inputs
     elif decision is not None:
@@ -258,7 +258,7 @@ def _resume_of(resume: str | None, options: RunOptions) -> str | None:
 
 def _resumed_id(ensemble: Ensemble, resume: object) -> str:
     """The id of the run to resume (checked: text, and the ensemble checkpoints runs)."""
-    _store(ensemble)
+    _store(ensemble)  # the missing checkpoint is the first thing to say
     if not isinstance(resume, str) or not resume.strip():
         raise ValidationError(f"resume must be the id of a checkpointed run, got: {resume!r}")
     return resume

@@ -236,7 +236,7 @@ class InMemoryCheckpointStore(CheckpointStore):
     async def record(self, run_id: str, key: str, event: Mapping[str, Any]) -> None:
         with self._lock:
             held = self._runs.setdefault(run_id, _Held(created_at=self._clock()))
-            held.records[key] = json.loads(json.dumps(event))  # a copy, as a file would hold
+            held.records[key] = event  # a wire message: a new dict nobody else holds
             held.updated_at = self._clock()
 
     async def end(self, run_id: str, status: str, header: Mapping[str, Any]) -> None:

@@ -214,42 +214,16 @@ class RunCheckpoint:
         _check_same_task(self.run_id, planned, event)
         return Slot(key, event)
 
-    def restored(
-        self, task: TaskContext, recorded: TaskCompleteEvent, seq: int
-    ) -> tuple[TaskCompleteEvent, TaskOutput[Any]]:
-        """The completion of `task` from its recorded one: the event this run emits, and
-        the task's output (its structured result read back into the task's type)."""
-        planned = task.planned
-        trace = recorded.restored_trace
-        if trace is None:
+    def parsed(self, task: TaskContext, recorded: TaskCompleteEvent) -> Any:
+        """A recorded completion's structured result, read back into the task's type (from
+        JSON, as it was written: strict models too)."""
+        if recorded.restored_trace is None:
             raise ValidationError(f"checkpoint of run {self.run_id}: a task without its trace")
-        output_type = planned.source.output_type
+        output_type = task.planned.source.output_type
         parsed = recorded.parsed_output
-        if parsed is not None and output_type is not None:
-            parsed = _adapter(output_type).validate_json(json.dumps(parsed))  # as it was written
-        event = dataclasses.replace(
-            recorded,
-            ensemble_id=self.run_id,
-            seq=seq,
-            task_id=task.task_id,
-            parent_task_id=task.parent_task_id,
-            task_index=planned.index,
-            total_tasks=planned.total,
-        )
-        output = TaskOutput(
-            raw=recorded.raw,
-            task_description=planned.description,
-            agent_role=planned.role,
-            completed_at=trace.completed_at,
-            duration=trace.duration,
-            tool_call_count=trace.metrics.tool_call_count,
-            parsed_output=parsed,
-            output_type=output_type,
-            metrics=trace.metrics,
-            trace=dataclasses.replace(trace, task_index=planned.index, restored=True),
-            name=planned.source.name,
-        )
-        return event, output
+        if parsed is None or output_type is None:
+            return parsed
+        return _adapter(output_type).validate_json(json.dumps(parsed))
 
     async def record(self, slot: Slot, event: TaskCompleteEvent, output: TaskOutput[Any]) -> None:
         """Record a completed task (even if the run is cancelled meanwhile: a cancel is

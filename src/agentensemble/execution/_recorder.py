@@ -8,6 +8,7 @@ task's `TaskOutput` takes its trace and metrics from the run's trace fold.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -100,14 +101,34 @@ class TaskRecorder(CapabilityFacts):
             token_count=add_known(usage.input_tokens, usage.output_tokens),
             **self._ids,
         )
+        return event, self._folded(event, parsed)
+
+    def restored(
+        self, recorded: TaskCompleteEvent, parsed: Any
+    ) -> tuple[TaskCompleteEvent, TaskOutput[Any]]:
+        """The completion a resumed run restores from its checkpoint (`recorded`, with the
+        trace of the run that made it): this execution's event, folded like `completed`."""
+        task = self.task
+        event = dataclasses.replace(
+            recorded,
+            seq=self.events.next_seq(),
+            total_tasks=task.planned.total,
+            **self._ids,
+        )
+        return event, self._folded(event, parsed)
+
+    def _folded(self, event: TaskCompleteEvent, parsed: Any) -> TaskOutput[Any]:
+        """Fold the completion in (listeners are told afterwards) and make the task's
+        output from what the trace fold made of it."""
         self.events.record(event)
+        task = self.task
         trace, metrics = task.run.trace.task_result(task.task_id)
-        output = TaskOutput(
-            raw=raw,
+        return TaskOutput(
+            raw=event.raw,
             task_description=task.planned.description,
             agent_role=self.role,
             completed_at=trace.completed_at,
-            duration=duration,
+            duration=trace.duration,
             tool_call_count=metrics.tool_call_count,
             parsed_output=parsed,
             output_type=task.planned.source.output_type,
@@ -115,7 +136,6 @@ class TaskRecorder(CapabilityFacts):
             trace=trace,
             name=task.planned.source.name,
         )
-        return event, output
 
     async def task_failed(self, error: BaseException) -> None:
         await self._emit(

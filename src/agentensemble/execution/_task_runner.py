@@ -173,10 +173,9 @@ async def _restore(
         raise AssertionError("restoring a task in a run without a checkpoint")
     with task_log_context(planned.index, planned.total, planned.description, planned.role):
         await recorder.task_started()
-        event, output = checkpoint.restored(task, recorded, task.run.events.next_seq())
+        event, output = recorder.restored(recorded, checkpoint.parsed(task, recorded))
         if task.run.budget is not None:
             task.run.budget.restored(output.metrics.llm_call_count)
-        task.run.events.record(event)
         _keep(task, output)
         await task.run.events.deliver(event)
     return output
