@@ -173,7 +173,13 @@ async def _ask(
     """One model call, announced, made and recorded as the loop's latest turn."""
     await loop.recorder.model_call_started(index, sent)
     started = time.perf_counter()
-    response = await _call_model(loop, sent, settings)
+    if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
+        # the common call, awaited here: two coroutines less to keep alive while it waits
+        response = _checked(
+            loop, await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
+        )
+    else:
+        response = await _call_model(loop, sent, settings)
     loop.turn = Turn(index, sent, response, time.perf_counter() - started)
     loop.messages.append(response.message)
     loop.response_type = _response_type(loop, response.message)
@@ -239,9 +245,9 @@ async def _call_model(
 async def _drain(
     loop: AgentLoop, sent: tuple[Message, ...], settings: ModelSettings | None
 ) -> ChatResponse:
-    """The one model-call path: a streamed answer's text deltas become token events; a model
-    that is not streamed answers with the whole response at once. `settings`: the loop's,
-    or what a hook changed them to for this call."""
+    """A model call that is streamed, rate-limited or timed: a streamed answer's text deltas
+    become token events; a model that is not streamed answers with the whole response at
+    once. `settings`: the loop's, or what a hook changed them to for this call."""
     response: object = None
     if loop.streaming is None:
         response = await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
@@ -253,6 +259,16 @@ async def _drain(
                     await loop.recorder.token(item)
             else:
                 response = item
+    return _checked(loop, response)
+
+
+def _no_timeout(settings: ModelSettings | None) -> bool:
+    return settings is None or settings.timeout_seconds is None
+
+
+def _checked(loop: AgentLoop, response: object) -> ChatResponse:
+    """The model's response, if it is a `ChatResponse`; else the agent fails, saying what
+    came instead."""
     if isinstance(response, ChatResponse):
         return response
     if loop.streaming is not None and response is None:

@@ -261,6 +261,11 @@ class RunContext:
         (``async with run.task_slot():``)."""
         return self._slots if self._slots is not None else NOTHING
 
+    @property
+    def task_slots(self) -> asyncio.Semaphore | None:
+        """The run's `max_concurrency` slots (None: no limit)."""
+        return self._slots
+
 
 @direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -110,7 +110,11 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             await step(state)
         try:  # a task that started always ends: a cancel while listeners hear the start too
             await recorder.task_started()
-            await _run_steps(state, steps)
+            if planned.source.timeout is None:  # inline: a coroutine less per running task
+                for step in steps:
+                    await step(state)
+            else:
+                await _run_steps_within(state, steps, planned.source.timeout)
         except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
             if isinstance(error, RunPaused) and slot is not None and not error.task_key:
                 error.task_key = slot.key  # where a resumed run picks the task up
@@ -201,14 +205,9 @@ async def _parse_held(state: TaskState) -> None:
         await check_handler_output(state)
 
 
-async def _run_steps(state: TaskState, steps: Sequence[TaskStep]) -> None:
-    """Every step in order, within the task's deadline if it has one."""
+async def _run_steps_within(state: TaskState, steps: Sequence[TaskStep], seconds: float) -> None:
+    """Every step in order, within the task's deadline (its `Task.timeout`)."""
     planned = state.task.planned
-    seconds = planned.source.timeout
-    if seconds is None:
-        for step in steps:
-            await step(state)
-        return
     try:
         async with asyncio.timeout(seconds) as deadline:
             with state.task.deadlines.registered(deadline):

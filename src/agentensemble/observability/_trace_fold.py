@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
@@ -53,6 +53,8 @@ from agentensemble.observability._trace import (
 
 __all__ = ["TraceFold", "Usage"]
 
+T = TypeVar("T")
+
 _WRITES = frozenset({"store", "evict", "clear"})
 """Memory operations that are not retrievals (not in `memory_retrieval_time`)."""
 
@@ -66,6 +68,16 @@ class Usage(NamedTuple):
     tool_calls: int = 0
 
 
+def _appended(items: Sequence[T], item: T) -> list[T]:
+    """`items` with `item` at the end: the list itself, or a new one in place of the empty
+    tuple a task starts with (most tasks make no tool call, delegation or memory operation,
+    and thousands of tasks may be running at once)."""
+    if isinstance(items, list):
+        items.append(item)
+        return items
+    return [*items, item]
+
+
 class _Call:
     """One model call being assembled: its request, its answer, then its tool calls."""
 
@@ -74,7 +86,7 @@ class _Call:
     def __init__(self, started: LlmIterationStartedEvent | None) -> None:
         self.started = started
         self.completed: LlmIterationCompletedEvent | None = None
-        self.tool_calls: list[ToolCallTrace] = []
+        self.tool_calls: Sequence[ToolCallTrace] = ()
 
 
 class _Task:
@@ -101,8 +113,8 @@ class _Task:
         self.prompts: PromptTrace | None = None
         self.prompt_time = timedelta(0)
         self.calls: list[_Call] = []
-        self.delegations: list[DelegationTrace] = []
-        self.memory: list[MemoryOperationTrace] = []
+        self.delegations: Sequence[DelegationTrace] = ()
+        self.memory: Sequence[MemoryOperationTrace] = ()
         self.input_tokens = 0
         self.output_tokens = 0
         self.llm_calls = 0
@@ -376,7 +388,9 @@ class TraceFold:
             task.tool_calls += 1
             task.tool_time += event.duration
         started_at = event.timestamp - event.duration
-        task.calls[-1].tool_calls.append(
+        call = task.calls[-1]
+        call.tool_calls = _appended(
+            call.tool_calls,
             ToolCallTrace(
                 tool_call_id=event.tool_call_id,
                 tool_name=event.tool_name,
@@ -390,7 +404,7 @@ class TraceFold:
                 completed_at=event.timestamp,
                 duration=event.duration,
                 outcome=event.outcome,
-            )
+            ),
         )
 
     def _interaction(self, call: _Call) -> LlmInteraction:
@@ -425,14 +439,15 @@ class TraceFold:
             return
         if event.operation not in _WRITES:
             task.memory_time += event.duration
-        task.memory.append(
+        task.memory = _appended(
+            task.memory,
             MemoryOperationTrace(
                 operation=event.operation,
                 scope=event.scope,
                 entry_count=event.entry_count,
                 started_at=event.timestamp - event.duration,
                 duration=event.duration,
-            )
+            ),
         )
 
     def _delegation_started(self, event: DelegationStartedEvent) -> None:
@@ -451,7 +466,8 @@ class TraceFold:
             description = description or event.task_description
         else:
             raw, worker_trace, error = event.raw_output, worker[0] if worker else None, None
-        task.delegations.append(
+        task.delegations = _appended(
+            task.delegations,
             DelegationTrace(
                 delegation_id=event.delegation_id,
                 worker_role=event.worker_role,
@@ -461,7 +477,7 @@ class TraceFold:
                 duration=event.duration,
                 worker_trace=worker_trace,
                 error=error,
-            )
+            ),
         )
 
 
@@ -520,7 +536,7 @@ def _owned(value: Any) -> Any:
 
 
 def _in_request_order(
-    traces: list[ToolCallTrace], completed: LlmIterationCompletedEvent
+    traces: Sequence[ToolCallTrace], completed: LlmIterationCompletedEvent
 ) -> tuple[ToolCallTrace, ...]:
     """Tool calls finish in any order; the trace lists them as the model asked for them."""
     if len(traces) <= 1:

@@ -141,7 +141,6 @@ class DagRun:
             if planned.source in self.members:
                 raise ValueError(f"DagRun: task '{planned.description}' is already in the graph")
             self.members[planned.source] = planned
-            self.dependents[planned.source] = []
         for planned in tasks:
             for dependency in planned.source.context:
                 if dependency not in self.members and self.run.outputs.get(dependency) is None:
@@ -155,7 +154,7 @@ class DagRun:
             for dependency in dict.fromkeys(planned.source.context):
                 if dependency in self.members and dependency not in self.settled:
                     waiting += 1
-                    self.dependents[dependency].append(planned)
+                    self.dependents.setdefault(dependency, []).append(planned)
             self.pending[planned] = waiting
             if waiting == 0:
                 ready.append(planned)
@@ -188,41 +187,52 @@ class DagRun:
         """Mark a task finished (or skipped); return the dependents it made ready."""
         self.settled.add(finished.source)
         ready = []
-        for dependent in self.dependents[finished.source]:
+        for dependent in self.dependents.pop(finished.source, ()):
             self.pending[dependent] -= 1
             if self.pending[dependent] == 0:
                 ready.append(dependent)
         return ready
 
     async def _execute(self, planned: PlannedTask) -> None:
-        async with self.run.task_slot():
+        # One coroutine per task, holding its slot without a context manager: thousands of
+        # tasks wait at once here, and each live object is garbage-collector work.
+        slots = self.run.task_slots
+        if slots is not None:
+            await slots.acquire()
+        try:
             if self._should_skip(planned):  # a failure happened while it waited
                 self._skip(planned)
             else:
-                await self._run_one(planned)
+                context = context_outputs(planned, self.run.outputs, strict=False)
+                try:
+                    output = await run_task(
+                        TaskContext(run=self.run, planned=planned, context_outputs=context)
+                    )
+                except ControlFlowSignal as signal:
+                    self._stopped(planned, signal)
+                except Exception as error:
+                    self._failed(planned, error)
+                else:
+                    self.outputs.append(output)
+        finally:
+            if slots is not None:
+                slots.release()
         self._release(self._settle(planned))
 
-    async def _run_one(self, planned: PlannedTask) -> None:
-        context = context_outputs(planned, self.run.outputs, strict=False)
-        try:
-            output = await run_task(
-                TaskContext(run=self.run, planned=planned, context_outputs=context)
-            )
-        except ControlFlowSignal as signal:  # the run ends early; running tasks finish
-            self.run.stop.request(signal)
-            reviewed = self.run.outputs.get(planned.source)  # a task may complete, then stop
-            if reviewed is not None:
-                self.outputs.append(reviewed)
-            else:
-                self.broken.add(planned.source)
-            return
-        except Exception as error:
-            self.failures.append((planned, error))
+    def _stopped(self, planned: PlannedTask, signal: ControlFlowSignal) -> None:
+        """The run ends early; running tasks finish."""
+        self.run.stop.request(signal)
+        reviewed = self.run.outputs.get(planned.source)  # a task may complete, then stop
+        if reviewed is not None:
+            self.outputs.append(reviewed)
+        else:
             self.broken.add(planned.source)
-            if self.strategy is ParallelErrorStrategy.FAIL_FAST:
-                self.run.stop.failing = True
-            return
-        self.outputs.append(output)
+
+    def _failed(self, planned: PlannedTask, error: Exception) -> None:
+        self.failures.append((planned, error))
+        self.broken.add(planned.source)
+        if self.strategy is ParallelErrorStrategy.FAIL_FAST:
+            self.run.stop.failing = True
 
     def _skip(self, planned: PlannedTask) -> None:
         logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
