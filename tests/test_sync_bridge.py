@@ -86,3 +86,66 @@ def test_sys_exit_in_user_code_reaches_the_caller_and_the_loop_survives() -> Non
     assert Ensemble(tasks=[Task("y", handler=lambda ctx: "still serving")]).run().raw == (
         "still serving"
     )
+
+
+def _loop_recorder(loops: list[asyncio.AbstractEventLoop]) -> Any:
+    from agentensemble import FunctionModel
+
+    def answer(messages: object, tools: object) -> str:
+        loops.append(asyncio.get_running_loop())
+        return "done"
+
+    return FunctionModel(answer)
+
+
+def test_sync_runs_use_their_threads_own_loop_kept_across_calls() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+    ensemble = Ensemble(tasks=[Task("Say done")], llm=_loop_recorder(loops))
+    ensemble.run()
+    ensemble.run()
+    assert loops[0] is loops[1]  # one loop for the thread: clients bound to it keep working
+    assert not loops[0].is_running()  # the call ran it here, on the calling thread
+
+
+def test_a_threads_loop_is_closed_when_the_thread_ends() -> None:
+    import gc
+
+    loops: list[asyncio.AbstractEventLoop] = []
+    ensemble = Ensemble(tasks=[Task("Say done")], llm=_loop_recorder(loops))
+    worker = threading.Thread(target=ensemble.run)
+    worker.start()
+    worker.join(60)  # a deadline, not a pause: it returns as soon as the run ends
+    assert not worker.is_alive()
+    gc.collect()
+    assert loops[0].is_closed()
+
+
+def test_ctrl_c_in_plain_sync_code_cancels_the_run_and_the_next_run_works() -> None:
+    import signal
+
+    import pytest
+
+    from agentensemble import FunctionModel, ToolSpec
+    from agentensemble.models import Message
+
+    main_thread_id = threading.main_thread().ident
+    assert main_thread_id is not None
+    cancelled = threading.Event()
+
+    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        signal.pthread_kill(main_thread_id, signal.SIGINT)  # Ctrl-C
+        try:  # never set: only cancellation ends this (the timeout only stops a regression)
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless)).run()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cancelled.is_set()  # the run's work was cancelled, not left running
+    assert Ensemble(tasks=[Task("y", handler=lambda ctx: "still here")]).run().raw == "still here"

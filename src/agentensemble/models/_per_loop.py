@@ -2,9 +2,10 @@
 
 HTTP clients hold connections that belong to the loop that opened them. A `PerLoop` makes
 one per loop and closes it on that loop when the loop shuts down: `asyncio.run()`, an
-`asyncio.Runner` and agentensemble's own background loop all finalize pending async
-generators before closing, and a started generator per value is what closes it. A loop
-closed without that leaves its value to the garbage collector, forgotten at the next use.
+`asyncio.Runner` and agentensemble's own loops (a thread's, the background one) all
+finalize pending async generators before closing, and a started generator per value is
+what closes it. A loop closed without that leaves its value to the garbage collector,
+forgotten at the next use.
 """
 
 from __future__ import annotations
