@@ -4,9 +4,9 @@ A sync listener method must not run on the event loop (it may block), and a thre
 event costs more than most listeners do. So every listener whose methods are all sync is
 fed through one lane per run: the loop puts each event (with the methods it calls) in a
 queue and goes on; one thread of the lane calls them one event at a time, in `seq` order.
-When `MAX_PENDING` events wait, the run waits for room (a stuck listener holds the run back
-instead of growing memory); the run's end waits until every event was handled, within the
-run's deadline.
+When more than `MAX_PENDING` events wait, the run waits until half of them are handled (a
+stuck listener holds the run back instead of growing memory); the run's end waits until
+every event was handled, within the run's deadline.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class SyncLane:
         self._batches: SimpleQueue[Batch | None] = SimpleQueue()
         self._batch: Batch = []
         self._max = MAX_PENDING if max_pending is None else max_pending
+        self._low = self._max // 2
+        """A full lane lets the run go on once this many events (or fewer) wait."""
         self._queued = 0
         """Events offered (written by the loop only)."""
         self._handled = 0
@@ -58,28 +60,36 @@ class SyncLane:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: asyncio.Future[None] | None = None
 
-    async def offer(self, handlers: Sequence[LaneHandler], event: Any) -> None:
-        """Queue `event` for `handlers`, in order; then, if the lane is full, wait for room
-        (the run waits for a listener that fell too far behind)."""
+    def put(self, handlers: Sequence[LaneHandler], event: Any) -> bool:
+        """Queue `event` for `handlers`, in order; True when the lane is now full, and the
+        caller should wait for `room` (the run waits for a listener that fell too far
+        behind). Nothing is awaited here: most events cost no coroutine at all."""
         if self._done is None:
             self._start()
         self._queued += 1
         if not self._batch and self._loop is not None:
             self._loop.call_soon(self._hand_over)
         self._batch.append((handlers, event, contextvars.copy_context()))
-        if self._queued - self._handled > self._max:
-            await self._wait_for_room()
+        return self._queued - self._handled > self._max
 
-    async def _wait_for_room(self) -> None:
+    async def offer(self, handlers: Sequence[LaneHandler], event: Any) -> None:
+        """`put`, then wait for `room` if the lane is full."""
+        if self.put(handlers, event):
+            await self.room()
+
+    async def room(self) -> None:
+        """Wait until the listeners have caught up to half the lane: a lane that let one
+        event in per event handled would wake the run once per batch, and a run whose
+        listener is slower than its tasks would spend its time in those wake-ups."""
         room = self._room
         if room is None:  # set by _start
             raise AssertionError("lane without its room event")
         self._hand_over()
-        self._waiters += 1  # the worker sets `room` after each batch while anyone waits
+        self._waiters += 1  # the worker sets `room` once below `_low` while anyone waits
         try:
-            while self._queued - self._handled > self._max and self.running:
+            while self._queued - self._handled > self._low and self.running:
                 room.clear()
-                if self._queued - self._handled > self._max:
+                if self._queued - self._handled > self._low:
                     await room.wait()
         finally:
             self._waiters -= 1
@@ -110,7 +120,7 @@ class SyncLane:
                     for handler in handlers:
                         context.run(handler.call_sync, event, loop)
                 self._handled += len(batch)
-                if self._waiters:
+                if self._waiters and self._queued - self._handled <= self._low:
                     loop.call_soon_threadsafe(room.set)
         finally:
             with contextlib.suppress(RuntimeError):  # the loop is already closed

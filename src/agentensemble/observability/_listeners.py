@@ -482,9 +482,15 @@ class EventDispatcher:
 
     def emit(self, event: Event) -> Awaitable[None]:
         """Fold the event into the run's record now; await the result to deliver it to the
-        listeners (nothing to wait for when no listener handles its kind)."""
+        listeners (nothing to wait for when no listener handles its kind, or when only sync
+        listeners do and their lane has room)."""
         self.record(event)
-        return self.deliver(event) if self._handlers[type(event)] else _DELIVERED
+        laned, awaited = self._plans[type(event)]
+        if awaited:
+            return self.deliver(event)
+        if laned and self._lane.put(laned, event):
+            return self._lane.room()
+        return _DELIVERED
 
     def record(self, event: Event) -> None:
         """Feed the event to the run's folds (the trace, the logs...)."""
@@ -498,8 +504,8 @@ class EventDispatcher:
         """Call every listener method for the event's class; exceptions are logged, not
         raised."""
         laned, awaited = self._plans[type(event)]
-        if laned:
-            await self._lane.offer(laned, event)
+        if laned and self._lane.put(laned, event):
+            await self._lane.room()
         for handler in awaited:
             if handler.queue is not None:
                 handler.queue.offer(handler, event)
