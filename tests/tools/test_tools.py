@@ -263,3 +263,43 @@ def test_later_duplicates_replace_earlier_ones_across_groups() -> None:
     tools = ToolSet.of([Echo()], [other_echo])
     assert tools.by_name["echo"] is other_echo
     assert len(tools.specs) == 1
+
+
+def test_declaring_a_tool_does_not_import_pydantic_its_first_use_builds_the_schema() -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    child = textwrap.dedent(
+        """
+        import sys
+        import agentensemble
+
+        @agentensemble.tool
+        def forecast(city: str, days: int = 1) -> str:
+            '''Forecast the weather.'''
+            return city
+
+        print("pydantic" in sys.modules)
+        print(sorted(forecast.spec.parameters["properties"]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["False", "['city', 'days']"]
+
+
+def test_a_method_tools_schema_is_built_once_for_every_bound_copy() -> None:
+    from agentensemble import tool
+
+    class Weather:
+        @tool
+        def forecast(self, city: str) -> str:
+            """Forecast the weather."""
+            return city
+
+    first, second = Weather().forecast, Weather().forecast
+    assert first is not second
+    assert first.spec is second.spec  # one schema, built once, shared by the copies
+    assert list(first.spec.parameters["properties"]) == ["city"]

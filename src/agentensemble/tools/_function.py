@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
@@ -66,9 +67,7 @@ class FunctionTool:
     def _build_schema(self) -> None:
         skip = 1 if self.is_method else 0
         self._wants_context = _takes_context(self.fn, skip)
-        skip += self._wants_context
-        self._arguments_model = _arguments_model(self.fn, self.name, skip=skip)
-        self._spec = ToolSpec(self.name, self.description, _schema(self._arguments_model))
+        self._schema = _LazySchema(self.fn, self.name, self.description, skip + self._wants_context)
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r})"
@@ -92,8 +91,9 @@ class FunctionTool:
 
     @property
     def spec(self) -> ToolSpec:
-        """Name, description and JSON Schema of the arguments."""
-        return self._spec
+        """Name, description and JSON Schema of the arguments (built by pydantic the first
+        time they are asked for: declaring a tool does not import pydantic)."""
+        return self._schema.spec()
 
     async def invoke(self, arguments: str, context: ToolContext | None = None) -> ToolResult:
         """Validate `arguments` against the signature and call the function (with `context`
@@ -106,7 +106,7 @@ class FunctionTool:
             )
 
         try:
-            validated = self._arguments_model.model_validate_json(arguments.strip() or "{}")
+            validated = self._schema.model().model_validate_json(arguments.strip() or "{}")
         except pydantic.ValidationError as error:
             return ToolResult.failure(
                 f"Invalid arguments for tool '{self.name}': {describe_validation_error(error)}"
@@ -137,6 +137,28 @@ class FunctionTool:
             ) from None
 
 
+class _LazySchema:
+    """A tool's arguments model and spec, built on first use and shared by the tool's bound
+    copies (``obj.method`` makes a new one at each access)."""
+
+    __slots__ = ("_description", "_fn", "_model", "_name", "_skip", "_spec")
+
+    def __init__(self, fn: Callable[..., Any], name: str, description: str, skip: int) -> None:
+        self._fn, self._name, self._description, self._skip = fn, name, description, skip
+        self._model: type[pydantic.BaseModel] | None = None
+        self._spec: ToolSpec | None = None
+
+    def model(self) -> type[pydantic.BaseModel]:
+        if self._model is None:
+            self._model = _arguments_model(self._fn, self._name, skip=self._skip)
+        return self._model
+
+    def spec(self) -> ToolSpec:
+        if self._spec is None:
+            self._spec = ToolSpec(self._name, self._description, _schema(self.model()))
+        return self._spec
+
+
 def _takes_context(fn: Callable[..., Any], skip: int) -> bool:
     """Whether the first parameter after `skip` is annotated `ToolContext` (also as a string
     that cannot be resolved, e.g. imported only under TYPE_CHECKING)."""
@@ -165,9 +187,13 @@ def _arguments_model(fn: Callable[..., Any], name: str, *, skip: int) -> type[py
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
     config = pydantic.ConfigDict(extra="ignore", arbitrary_types_allowed=True)
-    model: type[pydantic.BaseModel] = pydantic.create_model(
-        f"{name}_arguments", __config__=config, **fields
-    )
+    with warnings.catch_warnings():
+        # An argument named like a BaseModel method (`json`, `copy`) shadows it: harmless,
+        # arguments are read from the validated fields, but pydantic warns.
+        warnings.filterwarnings("ignore", message="Field name", category=UserWarning)
+        model: type[pydantic.BaseModel] = pydantic.create_model(
+            f"{name}_arguments", __config__=config, **fields
+        )
     return model
 
 

@@ -16,7 +16,6 @@ invalid here.
 from __future__ import annotations
 
 import json as jsonlib
-import warnings
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -36,41 +35,34 @@ class JsonPathError(Exception):
     """A path that cannot be followed or JSON that cannot be read; shown to the model."""
 
 
-with warnings.catch_warnings():
-    # The argument named `json` shadows pydantic's deprecated `BaseModel.json` method: harmless,
-    # arguments are read from the validated fields, but pydantic warns when the schema is built.
-    warnings.filterwarnings("ignore", message='Field name "json"', category=UserWarning)
+class JsonParserTool:
+    """Give it to an agent (``tools=[JsonParserTool()]``) so that it reads values out of
+    JSON exactly instead of by eye.
 
-    class JsonParserTool:
-        """Give it to an agent (``tools=[JsonParserTool()]``) so that it reads values out of
-        JSON exactly instead of by eye.
+    ``json_parser(json_path="items[0].title", json='{"items": [{"title": "A"}]}')``
+    returns ``"A"``. See the module documentation for paths and output formats.
+    """
 
-        ``json_parser(json_path="items[0].title", json='{"items": [{"title": "A"}]}')``
-        returns ``"A"``. See the module documentation for paths and output formats.
-        """
+    @tool(name="json_parser")
+    def json_parser(
+        self,
+        json_path: Annotated[
+            str,
+            Field(description="Path to the value, e.g. 'user.address.city' or 'items[0].title'"),
+        ],
+        json: Annotated[str, Field(description="The JSON document, as a string")],
+    ) -> ToolResult:
+        """Extract one value from a JSON document by a dot path with [index] array
+        access. Strings come back unquoted, objects and arrays as compact JSON."""
+        try:
+            value = extract(json_path, json)
+        except JsonPathError as error:
+            return ToolResult.failure(str(error))
+        structured = value if _depth_at_most(value, MAX_STRUCTURED_DEPTH) else None
+        return ToolResult.success(as_text(value), structured=structured)
 
-        @tool(name="json_parser")
-        def json_parser(
-            self,
-            json_path: Annotated[
-                str,
-                Field(
-                    description="Path to the value, e.g. 'user.address.city' or 'items[0].title'"
-                ),
-            ],
-            json: Annotated[str, Field(description="The JSON document, as a string")],
-        ) -> ToolResult:
-            """Extract one value from a JSON document by a dot path with [index] array
-            access. Strings come back unquoted, objects and arrays as compact JSON."""
-            try:
-                value = extract(json_path, json)
-            except JsonPathError as error:
-                return ToolResult.failure(str(error))
-            structured = value if _depth_at_most(value, MAX_STRUCTURED_DEPTH) else None
-            return ToolResult.success(as_text(value), structured=structured)
-
-        def __repr__(self) -> str:
-            return "JsonParserTool()"
+    def __repr__(self) -> str:
+        return "JsonParserTool()"
 
 
 MAX_STRUCTURED_DEPTH = 64
