@@ -23,6 +23,7 @@ def test_all_matches_the_public_names() -> None:
         "ReplayError",
         "ReplayModel",
         "UsageSoFar",
+        *agentensemble._OBSERVABILITY_NAMES,  # the event classes, ConsoleProgress, OTel
     }
     assert set(agentensemble.__all__) == public | lazy
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
@@ -60,3 +61,14 @@ def test_tool_and_memory_names_resolve() -> None:
         assert module.__all__ == sorted(module.__all__, key=str)
         for name in module.__all__:
             assert getattr(module, name) is not None, name
+
+
+def test_import_loads_no_event_class_until_one_is_used() -> None:
+    code = (
+        "import sys, agentensemble\n"
+        "print('agentensemble.observability._events' in sys.modules)\n"
+        "agentensemble.TaskCompleteEvent\n"
+        "print('agentensemble.observability._events' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]

@@ -94,32 +94,12 @@ from agentensemble.models import (
 )
 from agentensemble.observability import (
     CaptureMode,
-    ConsoleProgress,
     CostConfiguration,
-    DelegationCompletedEvent,
-    DelegationFailedEvent,
-    DelegationStartedEvent,
-    EnsembleCompletedEvent,
     EnsembleListener,
-    EnsembleStartedEvent,
     ExecutionMetrics,
-    GuardrailCheckedEvent,
     JsonTraceExporter,
-    LlmIterationCompletedEvent,
-    LlmIterationStartedEvent,
-    MemoryOperationEvent,
-    OpenTelemetryListener,
     QueuedListener,
-    ReviewDecidedEvent,
-    ReviewRequestedEvent,
-    ReviewTimedOutEvent,
-    TaskCompleteEvent,
-    TaskFailedEvent,
-    TaskInputEvent,
     TaskMetrics,
-    TaskStartEvent,
-    TokenEvent,
-    ToolCallEvent,
     TraceExporter,
 )
 from agentensemble.options import RunOptions, limit_sync_threads
@@ -143,14 +123,65 @@ if _typing.TYPE_CHECKING:
     from agentensemble.checkpoints import CheckpointInfo, CheckpointStore
     from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
     from agentensemble.mapreduce import MapReduceEnsemble
+    from agentensemble.observability import (
+        ConsoleProgress,
+        DelegationCompletedEvent,
+        DelegationFailedEvent,
+        DelegationStartedEvent,
+        EnsembleCompletedEvent,
+        EnsembleStartedEvent,
+        GuardrailCheckedEvent,
+        LlmIterationCompletedEvent,
+        LlmIterationStartedEvent,
+        MemoryOperationEvent,
+        OpenTelemetryListener,
+        ReviewDecidedEvent,
+        ReviewRequestedEvent,
+        ReviewTimedOutEvent,
+        TaskCompleteEvent,
+        TaskFailedEvent,
+        TaskInputEvent,
+        TaskStartEvent,
+        TokenEvent,
+        ToolCallEvent,
+    )
     from agentensemble.replay import ReplayError, ReplayModel
     from agentensemble.tools import HumanInputTool
 
 
 _HOOK_NAMES = frozenset({"HookDecision", "PendingModelCall", "PendingToolCall", "UsageSoFar"})
+_OBSERVABILITY_NAMES = frozenset(
+    {
+        "ConsoleProgress",
+        "DelegationCompletedEvent",
+        "DelegationFailedEvent",
+        "DelegationStartedEvent",
+        "EnsembleCompletedEvent",
+        "EnsembleStartedEvent",
+        "GuardrailCheckedEvent",
+        "LlmIterationCompletedEvent",
+        "LlmIterationStartedEvent",
+        "MemoryOperationEvent",
+        "OpenTelemetryListener",
+        "ReviewDecidedEvent",
+        "ReviewRequestedEvent",
+        "ReviewTimedOutEvent",
+        "TaskCompleteEvent",
+        "TaskFailedEvent",
+        "TaskInputEvent",
+        "TaskStartEvent",
+        "TokenEvent",
+        "ToolCallEvent",
+    }
+)
+"""The event classes, `ConsoleProgress` and `OpenTelemetryListener` load on first use."""
 
 
 def __getattr__(name: str) -> _typing.Any:
+    if name in _OBSERVABILITY_NAMES:
+        from agentensemble import observability
+
+        return getattr(observability, name)
     if name == "HumanInputTool":  # loads on first use
         from agentensemble.tools import _human_input
 

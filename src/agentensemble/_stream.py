@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentensemble._checks import require_int
 from agentensemble.errors import ValidationError
-from agentensemble.observability import Event, TokenEvent
 from agentensemble.options import RunOptions
 
 if TYPE_CHECKING:
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
+    from agentensemble.observability import Event, TokenEvent
     from agentensemble.outputs import EnsembleOutput
 
 __all__ = ["DEFAULT_MAX_BUFFER", "EventStream", "StartRun"]
@@ -77,6 +77,8 @@ class _Buffer:
 
     def _coalesce(self, event: Event) -> bool:
         """Join a token to the last buffered event when that is a token of the same task."""
+        from agentensemble.observability._events import TokenEvent  # loaded by the run
+
         last = self.events[-1]
         if not (
             isinstance(event, TokenEvent)
@@ -127,7 +129,7 @@ class _StreamListener:
 
     async def on_event(self, event: Event) -> None:
         """Every other event (tokens come through `on_token`)."""
-        if not isinstance(event, TokenEvent):
+        if event.type != "token":
             await self._buffer.put(event)
 
 
@@ -136,7 +138,7 @@ def _abandon(buffer: _Buffer, task: asyncio.Task[EnsembleOutput]) -> None:
     task.cancel()
 
 
-class EventStream(AsyncIterator[Event]):
+class EventStream(AsyncIterator["Event"]):  # a string: the event classes load with the run
     """The events of one run, as they happen: ``async for event in stream``.
 
     Made by `Ensemble.astream` (and `MapReduceEnsemble.astream`). The events are the

@@ -32,16 +32,6 @@ from agentensemble.memory import EntityMemory, MemoryStore
 from agentensemble.models import ChatModel, RateLimit, resolve_model
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
-from agentensemble.observability._events import (
-    DelegationCompletedEvent,
-    DelegationFailedEvent,
-    DelegationStartedEvent,
-    TaskCompleteEvent,
-    TaskFailedEvent,
-    TaskStartEvent,
-    TokenEvent,
-    ToolCallEvent,
-)
 from agentensemble.observability._exporters import TraceExporter
 from agentensemble.observability._listeners import (
     CALLBACK_NAMES,
@@ -57,6 +47,16 @@ from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.checkpoints import CheckpointStore
+    from agentensemble.observability._events import (
+        DelegationCompletedEvent,
+        DelegationFailedEvent,
+        DelegationStartedEvent,
+        TaskCompleteEvent,
+        TaskFailedEvent,
+        TaskStartEvent,
+        TokenEvent,
+        ToolCallEvent,
+    )
     from agentensemble.outputs import EnsembleOutput
     from agentensemble.web import WebDashboard
 

@@ -1,46 +1,46 @@
 """Observability: events, listeners, metrics, traces, capture mode, exporters, OpenTelemetry.
 
-The trace types (`ExecutionTrace`, `TaskTrace`, ...), `load_trace` and `summarize_trace` load
-on first access.
+The event classes, the trace types (`ExecutionTrace`, `TaskTrace`, ...), `ConsoleProgress`,
+`OpenTelemetryListener`, `load_trace` and `summarize_trace` load on first access.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from agentensemble.observability._capture import CaptureMode
-from agentensemble.observability._console import ConsoleProgress
 from agentensemble.observability._cost import CostConfiguration
-from agentensemble.observability._events import (
-    DelegationCompletedEvent,
-    DelegationFailedEvent,
-    DelegationStartedEvent,
-    EnsembleCompletedEvent,
-    EnsembleStartedEvent,
-    Event,
-    GraphStateCompletedEvent,
-    GuardrailCheckedEvent,
-    LlmIterationCompletedEvent,
-    LlmIterationStartedEvent,
-    LoopIterationCompletedEvent,
-    MemoryOperationEvent,
-    PlanNode,
-    ReviewDecidedEvent,
-    ReviewRequestedEvent,
-    ReviewTimedOutEvent,
-    RunWarningEvent,
-    TaskCompleteEvent,
-    TaskFailedEvent,
-    TaskInputEvent,
-    TaskStartEvent,
-    TokenEvent,
-    ToolCallEvent,
-)
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
 from agentensemble.observability._listeners import EnsembleListener, QueuedListener
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
-from agentensemble.observability._otel import OpenTelemetryListener
 from agentensemble.observability._wire import parse_event, serialize_event
 
 if TYPE_CHECKING:
+    from agentensemble.observability._console import ConsoleProgress
+    from agentensemble.observability._events import (
+        DelegationCompletedEvent,
+        DelegationFailedEvent,
+        DelegationStartedEvent,
+        EnsembleCompletedEvent,
+        EnsembleStartedEvent,
+        Event,
+        GraphStateCompletedEvent,
+        GuardrailCheckedEvent,
+        LlmIterationCompletedEvent,
+        LlmIterationStartedEvent,
+        LoopIterationCompletedEvent,
+        MemoryOperationEvent,
+        PlanNode,
+        ReviewDecidedEvent,
+        ReviewRequestedEvent,
+        ReviewTimedOutEvent,
+        RunWarningEvent,
+        TaskCompleteEvent,
+        TaskFailedEvent,
+        TaskInputEvent,
+        TaskStartEvent,
+        TokenEvent,
+        ToolCallEvent,
+    )
+    from agentensemble.observability._otel import OpenTelemetryListener
     from agentensemble.observability._summary import summarize_trace
     from agentensemble.observability._trace import (
         SCHEMA_VERSION,
@@ -83,7 +83,49 @@ _TRACE_NAMES = frozenset(
 )
 
 
+_EVENT_NAMES = frozenset(
+    {
+        "DelegationCompletedEvent",
+        "DelegationFailedEvent",
+        "DelegationStartedEvent",
+        "EnsembleCompletedEvent",
+        "EnsembleStartedEvent",
+        "Event",
+        "GraphStateCompletedEvent",
+        "GuardrailCheckedEvent",
+        "LlmIterationCompletedEvent",
+        "LlmIterationStartedEvent",
+        "LoopIterationCompletedEvent",
+        "MemoryOperationEvent",
+        "PlanNode",
+        "ReviewDecidedEvent",
+        "ReviewRequestedEvent",
+        "ReviewTimedOutEvent",
+        "RunWarningEvent",
+        "TaskCompleteEvent",
+        "TaskFailedEvent",
+        "TaskInputEvent",
+        "TaskStartEvent",
+        "TokenEvent",
+        "ToolCallEvent",
+    }
+)
+"""The event classes: they load on first access (``import agentensemble`` stays light)."""
+
+
 def __getattr__(name: str) -> Any:
+    if name in _EVENT_NAMES:
+        from agentensemble.observability import _events
+
+        return getattr(_events, name)
+    if name == "ConsoleProgress":
+        from agentensemble.observability._console import ConsoleProgress
+
+        return ConsoleProgress
+    if name == "OpenTelemetryListener":
+        from agentensemble.observability._otel import OpenTelemetryListener
+
+        return OpenTelemetryListener
     if name in _TRACE_NAMES:
         from agentensemble.observability import _trace
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -52,6 +51,8 @@ def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename: readers see the old
     file or the whole new one, never part of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # with the first write: it loads shutil and more
+
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, TypeGuard, TypeVar
 
 from agentensemble._calling import NOTHING, call_user_code
 from agentensemble._checks import unknown_methods
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
-from agentensemble.observability._events import EVENT_TYPES, TokenEvent
 from agentensemble.observability._lane import SyncLane, finish_on_loop
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         TaskFailedEvent,
         TaskInputEvent,
         TaskStartEvent,
+        TokenEvent,
         ToolCallEvent,
     )
 
@@ -146,17 +147,59 @@ class EnsembleListener:
         """Any event (called after the event's own method)."""
 
 
-METHOD_BY_CLASS: dict[type[Any], str] = {kind: kind.listener_method for kind in EVENT_TYPES}
-"""Listener method for each kind of event (declared on the event class)."""
+_CATCH_ALL = "on_event"
 
-METHODS_BY_CLASS: dict[type[Any], tuple[str, ...]] = {
-    kind: tuple(
-        dict.fromkeys((kind.listener_method, f"on_{kind.__dataclass_fields__['type'].default}"))
+
+class _Tables(NamedTuple):
+    """What the dispatcher looks up by kind of event, made from the event classes."""
+
+    method_by_class: dict[type[Any], str]
+    """Listener method for each kind of event (declared on the event class)."""
+    methods_by_class: dict[type[Any], tuple[str, ...]]
+    """Every method called for each kind of event: its listener method, and ``on_<type>``
+    (named after the event's `type`, ``on_task_completed`` say) where that differs."""
+    listener_methods: frozenset[str]
+    """Every method a listener may define."""
+    no_handlers: dict[type[Any], tuple[_Handler, ...]]
+    no_plans: dict[type[Any], tuple[tuple[_Handler, ...], tuple[_Handler, ...]]]
+
+
+@functools.cache
+def _tables() -> _Tables:
+    """Built when first needed (a listener is checked, a run starts): the event classes load
+    then, not with ``import agentensemble``."""
+    from agentensemble.observability._events import EVENT_TYPES
+
+    methods = {
+        kind: tuple(
+            dict.fromkeys((kind.listener_method, f"on_{kind.__dataclass_fields__['type'].default}"))
+        )
+        for kind in EVENT_TYPES
+    }
+    return _Tables(
+        method_by_class={kind: kind.listener_method for kind in EVENT_TYPES},
+        methods_by_class=methods,
+        listener_methods=frozenset((*(m for ms in methods.values() for m in ms), _CATCH_ALL)),
+        no_handlers=dict.fromkeys(EVENT_TYPES, ()),
+        no_plans=dict.fromkeys(EVENT_TYPES, ((), ())),
     )
-    for kind in EVENT_TYPES
-}
-"""Every method called for each kind of event: its listener method, and ``on_<type>`` (named
-after the event's `type`, ``on_task_completed`` say) where that differs."""
+
+
+def _token_event() -> type[TokenEvent]:
+    from agentensemble.observability._events import TokenEvent
+
+    return TokenEvent
+
+
+def listener_methods() -> frozenset[str]:
+    """Every method a listener may define."""
+    return _tables().listener_methods
+
+
+def method_by_class() -> dict[type[Any], str]:
+    """The listener method of each kind of event."""
+    return _tables().method_by_class
+
 
 CALLBACK_NAMES = (
     "on_task_start",
@@ -169,10 +212,6 @@ CALLBACK_NAMES = (
     "on_delegation_failed",
 )
 """The keyword callbacks an `Ensemble` accepts."""
-
-_CATCH_ALL = "on_event"
-LISTENER_METHODS = frozenset((*(m for ms in METHODS_BY_CLASS.values() for m in ms), _CATCH_ALL))
-"""Every method a listener may define."""
 
 
 class QueuedListener:
@@ -207,7 +246,7 @@ def callback_listener(**callbacks: Callable[[Any], Any] | None) -> object | None
     chosen = {name: fn for name, fn in callbacks.items() if fn is not None}
     if not chosen:
         return None
-    unknown = set(chosen) - LISTENER_METHODS
+    unknown = set(chosen) - listener_methods()
     if unknown:
         raise ValueError(f"Unknown listener callback: {', '.join(sorted(unknown))}")
     return _Callbacks(chosen)
@@ -228,20 +267,21 @@ def check_listeners(listeners: Sequence[object], *, field: str) -> None:
     misspelt method would silently never run), and two methods for one kind of event."""
     for index, listener in enumerate(listeners):
         target = listener.listener if isinstance(listener, QueuedListener) else listener
-        misspelt = unknown_methods(target, "on_", LISTENER_METHODS)
+        known = listener_methods()
+        misspelt = unknown_methods(target, "on_", known)
         if misspelt:
             raise ValidationError(
                 f"{field}[{index}] defines {', '.join(misspelt)}, which no event calls"
-                f"{_did_you_mean(misspelt)} (known: {', '.join(sorted(LISTENER_METHODS))}), "
+                f"{_did_you_mean(misspelt)} (known: {', '.join(sorted(known))}), "
                 f"got: {listener!r}"
             )
         handled = _handled_methods(target)
         if not handled:
             raise ValidationError(
                 f"{field}[{index}] must be a listener with at least one of "
-                f"{', '.join(sorted(LISTENER_METHODS))}, got: {listener!r}"
+                f"{', '.join(sorted(known))}, got: {listener!r}"
             )
-        for methods in METHODS_BY_CLASS.values():
+        for methods in _tables().methods_by_class.values():
             if len(both := [name for name in methods if name in handled]) > 1:
                 raise ValidationError(
                     f"{field}[{index}] defines {' and '.join(both)}, which receive the same "
@@ -257,7 +297,7 @@ def _did_you_mean(names: Sequence[str]) -> str:
     meant = [
         f"{name} -> {close[0]}"
         for name in names
-        if (close := difflib.get_close_matches(name, LISTENER_METHODS, n=1))
+        if (close := difflib.get_close_matches(name, listener_methods(), n=1))
     ]
     return f"; did you mean {', '.join(meant)}?" if meant else ""
 
@@ -265,7 +305,7 @@ def _did_you_mean(names: Sequence[str]) -> str:
 def _handled_methods(listener: object) -> list[str]:
     if isinstance(listener, _Callbacks):
         return list(listener.callbacks)
-    return [name for name in LISTENER_METHODS if _overrides(listener, name)]
+    return [name for name in listener_methods() if _overrides(listener, name)]
 
 
 def _overrides(listener: object, name: str) -> bool:
@@ -358,12 +398,6 @@ class _Queue:
             self.dropped += self.items.qsize()
 
 
-_NO_HANDLERS: dict[type[Any], tuple[_Handler, ...]] = dict.fromkeys(METHOD_BY_CLASS, ())
-_NO_PLANS: dict[type[Any], tuple[tuple[_Handler, ...], tuple[_Handler, ...]]] = dict.fromkeys(
-    METHOD_BY_CLASS, ((), ())
-)
-
-
 def _delivery_plans(
     by_kind: dict[type[Any], tuple[_Handler, ...]], bound: Sequence[dict[str, _Handler]]
 ) -> dict[type[Any], tuple[tuple[_Handler, ...], tuple[_Handler, ...]]]:
@@ -431,8 +465,10 @@ class EventDispatcher:
         self._bound: list[dict[str, _Handler]] = []
         self._lane = SyncLane()
         if not self.listeners:
-            self._handlers = _NO_HANDLERS
-            self._plans = _NO_PLANS
+            tables = _tables()
+            self._handlers = tables.no_handlers
+            self._plans = tables.no_plans
+            self._streams_tokens = False
             return
         self._bound = [self._bind(listener) for listener in self.listeners]
         self._handlers = {
@@ -442,9 +478,12 @@ class EventDispatcher:
                 for name in (*methods, _CATCH_ALL)
                 if (handler := handlers.get(name)) is not None
             )
-            for kind, methods in METHODS_BY_CLASS.items()
+            for kind, methods in _tables().methods_by_class.items()
         }
         self._plans = _delivery_plans(self._handlers, self._bound)
+        self._streams_tokens = any(
+            handler.method == "on_token" for handler in self._handlers[_token_event()]
+        )
 
     def next_seq(self) -> int:
         """The `seq` of the run's next event (1, 2, 3 ...)."""
@@ -474,7 +513,7 @@ class EventDispatcher:
     def streams_tokens(self) -> bool:
         """Whether a listener asked for tokens by name (``on_token``): only then are answers
         streamed; a catch-all ``on_event`` then receives the tokens too."""
-        return any(handler.method == "on_token" for handler in self._handlers[TokenEvent])
+        return self._streams_tokens
 
     def wants(self, kind: type[Any]) -> bool:
         """Whether any listener handles events of class `kind`."""
