@@ -23,8 +23,6 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentensemble._logging import get_logger
-
 if TYPE_CHECKING:  # asyncio and its friends load on the first sync call, not on import
     import asyncio
     import concurrent.futures
@@ -33,7 +31,6 @@ __all__ = ["background_loop", "run_sync"]
 
 T = TypeVar("T")
 
-logger = get_logger("agentensemble")
 
 _CANCEL_GRACE = 30.0
 """Seconds to wait, after Ctrl-C, for the cancelled work to finish cleaning up."""
@@ -140,11 +137,11 @@ class _OwnRunner:
         if self.forked or self.loop.is_closed():
             return
         try:
-            if asyncio._get_running_loop() is None:  # not finalized under another loop's run
-                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-                self.loop.run_until_complete(self.loop.shutdown_default_executor())
-        except Exception:  # the thread is ending: nothing to report to
-            logger.debug("A thread's event loop did not shut down cleanly", exc_info=True)
+            # the thread is ending: nothing to report a failure to; the loop closes anyway
+            with contextlib.suppress(Exception):
+                if asyncio._get_running_loop() is None:  # not under another loop's run
+                    self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                    self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
 
