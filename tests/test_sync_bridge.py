@@ -149,3 +149,44 @@ def test_ctrl_c_in_plain_sync_code_cancels_the_run_and_the_next_run_works() -> N
         signal.signal(signal.SIGINT, previous)
     assert cancelled.is_set()  # the run's work was cancelled, not left running
     assert Ensemble(tasks=[Task("y", handler=lambda ctx: "still here")]).run().raw == "still here"
+
+
+def test_an_interrupt_raised_out_of_the_loop_cancels_the_calls_work() -> None:
+    import signal
+
+    import pytest
+
+    from agentensemble import FunctionModel, ToolSpec
+    from agentensemble.models import Message
+
+    main_thread_id = threading.main_thread().ident
+    assert main_thread_id is not None
+    cancelled = threading.Event()
+
+    def own_handler(signum: int, frame: object) -> None:  # an application's own Ctrl-C
+        raise KeyboardInterrupt
+
+    waiting = threading.Event()
+
+    def interrupt_while_the_loop_waits() -> None:
+        waiting.wait(10)
+        # this thread runs once the main thread lets go of the GIL: in the loop's select
+        signal.pthread_kill(main_thread_id, signal.SIGINT)
+
+    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        waiting.set()
+        try:  # never set: only cancellation ends this (the timeout only stops a regression)
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    threading.Thread(target=interrupt_while_the_loop_waits, daemon=True).start()
+    previous = signal.signal(signal.SIGINT, own_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless)).run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cancelled.is_set()  # not left pending for the thread's next call to run
+    assert Ensemble(tasks=[Task("y", handler=lambda ctx: "next")]).run().raw == "next"

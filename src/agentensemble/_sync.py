@@ -127,6 +127,21 @@ class _OwnRunner:
                 if interrupted:
                     raise KeyboardInterrupt from None
                 raise
+            except BaseException:
+                self._unwind(task)  # raised out of the loop (an application's own Ctrl-C)
+                raise
+
+    def _unwind(self, task: asyncio.Task[Any]) -> None:
+        """Cancel a call's work that an exception raised out of the loop left running, and
+        give it `_CANCEL_GRACE` seconds to clean up: the next call on this thread's loop
+        must not run it too."""
+        import asyncio
+
+        if task.done():
+            return
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            self.loop.run_until_complete(asyncio.wait([task], timeout=_CANCEL_GRACE))
 
     def close(self) -> None:
         """Finalize what is bound to the loop (model clients), then close it; quietly, as
