@@ -13,9 +13,15 @@ import logging
 from collections.abc import MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
-__all__ = ["LogContext", "TaskContextFilter", "get_logger", "task_log_context"]
+__all__ = [
+    "LogContext",
+    "TaskContextFilter",
+    "current_log_context",
+    "get_logger",
+    "task_log_context",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +37,26 @@ logging.getLogger("agentensemble").addHandler(logging.NullHandler())
 # The library's records go where the application's logging sends them; without any
 # configuration, nothing is printed (not even through logging's last-resort handler).
 
-_current: ContextVar[LogContext] = ContextVar("agentensemble_log_context", default=LogContext())  # noqa: B039 (frozen)
+_Raw: TypeAlias = tuple[int, int, str, str]
+"""A task's index, total, description and role: made into a `LogContext` only when a record
+is logged (most tasks log nothing, and every task of every run sets one)."""
+
+_current: ContextVar[_Raw | None] = ContextVar("agentensemble_log_context", default=None)
+_OUTSIDE = LogContext()
+
+
+def current_log_context() -> LogContext:
+    """The log context of the task running now (empty strings outside a task)."""
+    raw = _current.get()
+    if raw is None:
+        return _OUTSIDE
+    index, total, description, role = raw
+    return LogContext(f"{index}/{total}", description[:80], role)
 
 
 def task_log_context(index: int, total: int, description: str, role: str) -> _TaskLog:
     """Set the log context for the duration of a task (``with``); always restored after."""
-    return _TaskLog(LogContext(f"{index}/{total}", description[:80], role))
+    return _TaskLog((index, total, description, role))
 
 
 class _TaskLog:
@@ -45,7 +65,7 @@ class _TaskLog:
 
     __slots__ = ("_context", "_token")
 
-    def __init__(self, context: LogContext) -> None:
+    def __init__(self, context: _Raw) -> None:
         self._context = context
 
     def __enter__(self) -> None:
@@ -60,7 +80,7 @@ class TaskContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Attach the current task's context to `record`; never drops a record."""
-        context = _current.get()
+        context = current_log_context()
         record.task_index = context.task_index
         record.task_description = context.task_description
         record.agent_role = context.agent_role
@@ -73,7 +93,7 @@ class _ContextAdapter(logging.LoggerAdapter[logging.Logger]):
     def process(
         self, msg: Any, kwargs: MutableMapping[str, Any]
     ) -> tuple[Any, MutableMapping[str, Any]]:
-        context = _current.get()
+        context = current_log_context()
         extra = kwargs.setdefault("extra", {})
         extra.setdefault("task_index", context.task_index)
         extra.setdefault("task_description", context.task_description)

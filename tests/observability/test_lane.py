@@ -178,13 +178,13 @@ async def test_a_listener_raising_even_a_base_exception_leaves_the_lane_running(
 
 
 async def test_a_sync_listener_runs_in_the_context_of_the_task_that_emitted_the_event() -> None:
-    from agentensemble._logging import _current
+    from agentensemble._logging import current_log_context
 
     seen: list[tuple[str, str]] = []
 
     class Context:
         def on_task_complete(self, event: TaskCompleteEvent) -> None:
-            seen.append((event.task_description, _current.get().task_index))
+            seen.append((event.task_description, current_log_context().task_index))
 
     ensemble = Ensemble(
         tasks=[Task("One"), Task("Two")], llm=ScriptedModel(["a", "b"]), listeners=[Context()]

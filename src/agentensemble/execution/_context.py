@@ -55,9 +55,30 @@ __all__ = [
 ]
 
 
+class _Ids:
+    """Random task ids without a system call each (the engine makes one per task). Seeded
+    from the system's randomness, and again in a forked child (which would otherwise repeat
+    its parent's ids)."""
+
+    def __init__(self) -> None:
+        self.seed()
+
+    def seed(self) -> None:
+        import random
+
+        self._bits = random.Random(os.urandom(32)).getrandbits
+
+    def next(self) -> str:
+        return f"{self._bits(128):032x}"
+
+
+_ids = _Ids()
+os.register_at_fork(after_in_child=_ids.seed)
+
+
 def new_id() -> str:
     """A random 32-hex-digit id (as unique as a UUID4, without building a UUID object)."""
-    return os.urandom(16).hex()
+    return _ids.next()
 
 
 def new_run_id() -> str:
