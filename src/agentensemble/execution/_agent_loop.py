@@ -154,36 +154,33 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
 
 async def ask_model(loop: AgentLoop) -> LoopStep:
     """Send the conversation to the model (as the run's hooks changed it, for this call
-    only, and if the run's and the task's budgets allow it) and record its answer."""
+    only, and if the run's and the task's budgets allow it), announced, made and recorded
+    as the loop's latest turn. One coroutine: thousands may wait here at once."""
     index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
     run = loop.task.run
     if run.hooks is not None and run.hooks.model:
         sent, settings = await before_model_call(loop, index, sent)
-    if run.budget is None:
-        await _ask(loop, index, sent, settings)
-    else:
-        async with run.budget.model_call(loop.task):
-            await _ask(loop, index, sent, settings)
+    admitted = None if run.budget is None else run.budget.model_call(loop.task)
+    if admitted is not None:
+        await admitted.admit()
+    try:
+        await loop.recorder.model_call_started(index, sent)
+        started = time.perf_counter()
+        if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
+            # the common call, awaited here: two coroutines less to keep alive while it waits
+            response = _checked(
+                loop, await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
+            )
+        else:
+            response = await _call_model(loop, sent, settings)
+        loop.turn = Turn(index, sent, response, time.perf_counter() - started)
+        loop.messages.append(response.message)
+        loop.response_type = _response_type(loop, response.message)
+        await loop.recorder.model_call_completed(loop.turn, loop.response_type)
+    finally:
+        if admitted is not None:
+            admitted.settle()
     return handle_answer
-
-
-async def _ask(
-    loop: AgentLoop, index: int, sent: tuple[Message, ...], settings: ModelSettings | None
-) -> None:
-    """One model call, announced, made and recorded as the loop's latest turn."""
-    await loop.recorder.model_call_started(index, sent)
-    started = time.perf_counter()
-    if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
-        # the common call, awaited here: two coroutines less to keep alive while it waits
-        response = _checked(
-            loop, await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
-        )
-    else:
-        response = await _call_model(loop, sent, settings)
-    loop.turn = Turn(index, sent, response, time.perf_counter() - started)
-    loop.messages.append(response.message)
-    loop.response_type = _response_type(loop, response.message)
-    await loop.recorder.model_call_completed(loop.turn, loop.response_type)
 
 
 def _response_type(loop: AgentLoop, message: AssistantMessage) -> ResponseType:

@@ -257,10 +257,18 @@ class ModelCall:
         """The task's model calls the trace has counted (one task calls one at a time)."""
         return self._task.run.trace.usage(self._task.task_id).model_calls
 
-    async def __aenter__(self) -> None:
+    async def admit(self) -> None:
+        """Take the call's place, or raise if the budgets are spent."""
         self._before = self._counted()
         await self._budget.admit(self._task)
 
-    async def __aexit__(self, *exc: object) -> None:
+    def settle(self) -> None:
+        """The call is over: give its place back if the trace did not count it."""
         if self._counted() == self._before:
             self._budget.release()
+
+    async def __aenter__(self) -> None:
+        await self.admit()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.settle()

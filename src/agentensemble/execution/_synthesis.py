@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -81,6 +82,7 @@ def template_persona(description: str) -> Persona:
     return Persona(role, description, _background(role))
 
 
+@functools.cache  # one text per role (a few dozen), shared by the agents of every run
 def _background(role: str) -> str:
     return f"An expert {role} with extensive domain knowledge and professional experience."
 

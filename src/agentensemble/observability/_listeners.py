@@ -443,6 +443,11 @@ class Fold(Protocol):
     def handlers(self) -> Mapping[type[Any], Callable[[Any, Any], None]]: ...
 
 
+_IDLE_LANE = SyncLane()
+"""The lane of every run without a sync listener: never offered an event, so never started
+(shared: a run's own lane is made only when it has sync listeners)."""
+
+
 class EventDispatcher:
     """Numbers one run's events, feeds them to the run's folds, then delivers them to its
     listeners, isolating failures: a listener whose methods are all sync gets them on the
@@ -463,7 +468,7 @@ class EventDispatcher:
         self._seq = itertools.count(1).__next__
         self._queues: list[_Queue] = []
         self._bound: list[dict[str, _Handler]] = []
-        self._lane = SyncLane()
+        self._lane = _IDLE_LANE
         if not self.listeners:
             tables = _tables()
             self._handlers = tables.no_handlers
@@ -481,6 +486,8 @@ class EventDispatcher:
             for kind, methods in _tables().methods_by_class.items()
         }
         self._plans = _delivery_plans(self._handlers, self._bound)
+        if any(laned for laned, _ in self._plans.values()):
+            self._lane = SyncLane()
         self._streams_tokens = any(
             handler.method == "on_token" for handler in self._handlers[_token_event()]
         )
