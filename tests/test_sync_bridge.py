@@ -1,10 +1,26 @@
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import agentensemble
-from agentensemble import Ensemble, ScriptedModel, Task
+from agentensemble import Ensemble, FunctionModel, ScriptedModel, Task
+from agentensemble.models import Message, ToolSpec
+
+
+def _waits_until_cancelled(before: Callable[[], None], cancelled: threading.Event) -> Any:
+    """A model that calls `before`, then waits until its call is cancelled (it sets
+    `cancelled` then). Any, not NoReturn: mypy cannot see that the wait never ends."""
+
+    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        before()
+        try:  # never set: only cancellation ends this (the timeout only stops a regression)
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    return FunctionModel(endless)
 
 
 def test_run_from_plain_sync_code() -> None:
@@ -30,9 +46,6 @@ async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
 
     import pytest
 
-    from agentensemble import FunctionModel, ToolSpec
-    from agentensemble.models import Message
-
     main_thread_id = threading.main_thread().ident
     assert main_thread_id is not None
 
@@ -42,17 +55,12 @@ async def test_ctrl_c_inside_a_running_loop_cancels_only_this_work() -> None:
     reached_model = threading.Event()
     cancelled = threading.Event()
 
-    # Any, not NoReturn: only cancellation ends this, but mypy cannot see that the wait never ends.
-    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+    def ctrl_c() -> None:
         reached_model.set()
-        signal.pthread_kill(main_thread_id, signal.SIGINT)  # Ctrl-C
-        try:  # never set: only cancellation ends this (the timeout only stops a regression)
-            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
+        signal.pthread_kill(main_thread_id, signal.SIGINT)
 
-    ensemble = Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless))
+    model = _waits_until_cancelled(ctrl_c, cancelled)
+    ensemble = Ensemble(tasks=[Task("Wait forever")], llm=model)
     try:
         with pytest.raises(KeyboardInterrupt):
             ensemble.run()
@@ -89,8 +97,6 @@ def test_sys_exit_in_user_code_reaches_the_caller_and_the_loop_survives() -> Non
 
 
 def _loop_recorder(loops: list[asyncio.AbstractEventLoop]) -> Any:
-    from agentensemble import FunctionModel
-
     def answer(messages: object, tools: object) -> str:
         loops.append(asyncio.get_running_loop())
         return "done"
@@ -125,25 +131,16 @@ def test_ctrl_c_in_plain_sync_code_cancels_the_run_and_the_next_run_works() -> N
 
     import pytest
 
-    from agentensemble import FunctionModel, ToolSpec
-    from agentensemble.models import Message
-
     main_thread_id = threading.main_thread().ident
     assert main_thread_id is not None
     cancelled = threading.Event()
-
-    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
-        signal.pthread_kill(main_thread_id, signal.SIGINT)  # Ctrl-C
-        try:  # never set: only cancellation ends this (the timeout only stops a regression)
-            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
+    model = _waits_until_cancelled(
+        lambda: signal.pthread_kill(main_thread_id, signal.SIGINT), cancelled
+    )
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless)).run()
+            Ensemble(tasks=[Task("Wait forever")], llm=model).run()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -155,9 +152,6 @@ def test_an_interrupt_raised_out_of_the_loop_cancels_the_calls_work() -> None:
     import signal
 
     import pytest
-
-    from agentensemble import FunctionModel, ToolSpec
-    from agentensemble.models import Message
 
     main_thread_id = threading.main_thread().ident
     assert main_thread_id is not None
@@ -173,19 +167,12 @@ def test_an_interrupt_raised_out_of_the_loop_cancels_the_calls_work() -> None:
         # this thread runs once the main thread lets go of the GIL: in the loop's select
         signal.pthread_kill(main_thread_id, signal.SIGINT)
 
-    async def endless(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
-        waiting.set()
-        try:  # never set: only cancellation ends this (the timeout only stops a regression)
-            await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
+    model = _waits_until_cancelled(waiting.set, cancelled)
     threading.Thread(target=interrupt_while_the_loop_waits, daemon=True).start()
     previous = signal.signal(signal.SIGINT, own_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            Ensemble(tasks=[Task("Wait forever")], llm=FunctionModel(endless)).run()
+            Ensemble(tasks=[Task("Wait forever")], llm=model).run()
     finally:
         signal.signal(signal.SIGINT, previous)
     assert cancelled.is_set()  # not left pending for the thread's next call to run
