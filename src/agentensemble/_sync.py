@@ -31,7 +31,6 @@ __all__ = ["background_loop", "run_sync"]
 
 T = TypeVar("T")
 
-
 _CANCEL_GRACE = 30.0
 """Seconds to wait, after Ctrl-C, for the cancelled work to finish cleaning up."""
 
@@ -94,10 +93,11 @@ def background_loop() -> asyncio.AbstractEventLoop:
 class _OwnRunner:
     """A thread's own event loop for its sync calls, closed when the thread ends.
 
-    Like `asyncio.Runner`, kept across calls; unlike it, its Ctrl-C handler is a plain
-    function, because `signal.signal` describes a handler it cannot name as one of its
-    enum members by its repr, and the repr of `asyncio.Runner`'s handler is that of the
-    task it holds: tens of microseconds a call, more than the rest of this bridge."""
+    Like `asyncio.Runner`, kept across calls, with a Ctrl-C handler of its own: set through
+    the C module under `signal` (which converts every handler to an enum member where it
+    can, formatting the handler's repr when it cannot), and a plain function (the repr of
+    `asyncio.Runner`'s includes its task's). Both cost tens of microseconds a call, more
+    than the rest of this bridge."""
 
     def __init__(self) -> None:
         import asyncio
