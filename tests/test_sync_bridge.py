@@ -177,3 +177,29 @@ def test_an_interrupt_raised_out_of_the_loop_cancels_the_calls_work() -> None:
         signal.signal(signal.SIGINT, previous)
     assert cancelled.is_set()  # not left pending for the thread's next call to run
     assert Ensemble(tasks=[Task("y", handler=lambda ctx: "next")]).run().raw == "next"
+
+
+def test_threads_that_ran_sync_calls_leave_no_loop_and_no_thread_behind() -> None:
+    import concurrent.futures
+    import gc
+
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        loops.append(asyncio.get_running_loop())
+        await asyncio.to_thread(str)  # the loop's default executor in use, as a library may
+        return "done"
+
+    ensemble = Ensemble(tasks=[Task("Say done")], llm=FunctionModel(answer))
+    before = set(threading.enumerate())
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert {o.raw for o in pool.map(lambda _: ensemble.run(), range(20))} == {"done"}
+    gc.collect()
+    assert 1 <= len(set(loops)) <= 4  # one loop per thread, kept across that thread's calls
+    assert all(loop.is_closed() for loop in loops)
+    left = set(threading.enumerate()) - before
+    # no stand-in for a thread that was ending (made when code there starts a thread)
+    assert not [thread for thread in left if isinstance(thread, threading._DummyThread)]
+    for thread in left:  # the loops' executor threads were told to end
+        thread.join(10)  # a deadline, not a pause
+        assert not thread.is_alive(), thread.name

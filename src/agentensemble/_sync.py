@@ -156,7 +156,12 @@ class _OwnRunner:
             with contextlib.suppress(Exception):
                 if asyncio._get_running_loop() is None:  # not under another loop's run
                     self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-                    self.loop.run_until_complete(self.loop.shutdown_default_executor())
+                # what `to_thread` used, if anything: told to end, not waited for (the
+                # loop's own shutdown_default_executor would start a thread from this one,
+                # which `threading` no longer knows once it is ending)
+                executor = getattr(self.loop, "_default_executor", None)
+                if executor is not None:
+                    executor.shutdown(wait=False)
         finally:
             self.loop.close()
 
