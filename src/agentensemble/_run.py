@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentensemble._calling import finish_even_if_cancelled, sync_pool
 from agentensemble._control import find_signal
+from agentensemble._frozen import direct_init
 from agentensemble._inputs import Inputs, check_inputs
 from agentensemble._logging import get_logger
 from agentensemble._unset import is_given, resolved
@@ -144,6 +145,7 @@ class _Shape:
         return (*self.tasks, *(task for loop, _ in self.loops for task in loop.tasks))
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunPlan:
     """A validated, fully planned run."""

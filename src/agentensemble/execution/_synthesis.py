@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from agentensemble._frozen import direct_init
 from agentensemble._logging import get_logger
 from agentensemble.models import ChatModel, SystemMessage, UserMessage
 
@@ -21,6 +22,7 @@ __all__ = [
 logger = get_logger("agentensemble.synthesis")
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class Persona:
     """Who a synthesised agent is. The engine adds the model, tools and limits."""

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from agentensemble._frozen import direct_init
 from agentensemble.models._messages import (
     AssistantMessage,
     ChatResponse,
@@ -43,6 +44,7 @@ class ScriptExhaustedError(RuntimeError):
     """A `ScriptedModel` received more requests than it has replies."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One request a test double received."""

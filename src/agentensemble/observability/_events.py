@@ -610,5 +610,5 @@ EVENT_TYPES: tuple[type[EventBase], ...] = Event.__args__
 """Every kind of event, in the union's order."""
 
 
-for _kind in EVENT_TYPES:  # every event is built once per fact: see `direct_init`
+for _kind in (*EVENT_TYPES, PlanNode):  # built once per fact (a node per task): `direct_init`
     direct_init(_kind)

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentensemble._frozen import direct_init
+
 if TYPE_CHECKING:
     from agentensemble.delegation import ManagerPromptStrategy
     from agentensemble.enums import ParallelErrorStrategy
@@ -79,6 +81,7 @@ class ComposedExecutor(WorkflowExecutor, Protocol):
         ...
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkflowSettings:
     """The ensemble's settings a workflow may read when it makes its executor."""
@@ -96,6 +99,7 @@ class WorkflowSettings:
     """The ensemble's graph (a GRAPH run)."""
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedGroup:
     """Tasks planned together and the workflow that runs them: one phase, or the whole
@@ -107,6 +111,7 @@ class PlannedGroup:
     phase: Phase | None = None
 
 
+@direct_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutorRequest:
     """What a workflow's executor is made from: the planned run and its settings."""
