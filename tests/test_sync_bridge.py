@@ -104,26 +104,27 @@ def _loop_recorder(loops: list[asyncio.AbstractEventLoop]) -> Any:
     return FunctionModel(answer)
 
 
-def test_sync_runs_use_their_threads_own_loop_kept_across_calls() -> None:
+def test_sync_runs_on_the_main_thread_use_its_own_loop_kept_across_calls() -> None:
     loops: list[asyncio.AbstractEventLoop] = []
     ensemble = Ensemble(tasks=[Task("Say done")], llm=_loop_recorder(loops))
     ensemble.run()
     ensemble.run()
-    assert loops[0] is loops[1]  # one loop for the thread: clients bound to it keep working
+    assert loops[0] is loops[1]  # one loop: clients bound to it keep working
     assert not loops[0].is_running()  # the call ran it here, on the calling thread
 
 
-def test_a_threads_loop_is_closed_when_the_thread_ends() -> None:
-    import gc
+def test_sync_runs_from_other_threads_share_the_background_loop() -> None:
+    import concurrent.futures
 
     loops: list[asyncio.AbstractEventLoop] = []
     ensemble = Ensemble(tasks=[Task("Say done")], llm=_loop_recorder(loops))
-    worker = threading.Thread(target=ensemble.run)
-    worker.start()
-    worker.join(60)  # a deadline, not a pause: it returns as soon as the run ends
-    assert not worker.is_alive()
-    gc.collect()
-    assert loops[0].is_closed()
+    ensemble.run()  # the main thread's own loop
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert {o.raw for o in pool.map(lambda _: ensemble.run(), range(20))} == {"done"}
+    main, *others = loops
+    assert len(set(others)) == 1  # one loop for every other thread: their I/O shared
+    assert others[0] is not main
+    assert others[0].is_running()  # the background loop, serving on
 
 
 def test_ctrl_c_in_plain_sync_code_cancels_the_run_and_the_next_run_works() -> None:
@@ -177,29 +178,3 @@ def test_an_interrupt_raised_out_of_the_loop_cancels_the_calls_work() -> None:
         signal.signal(signal.SIGINT, previous)
     assert cancelled.is_set()  # not left pending for the thread's next call to run
     assert Ensemble(tasks=[Task("y", handler=lambda ctx: "next")]).run().raw == "next"
-
-
-def test_threads_that_ran_sync_calls_leave_no_loop_and_no_thread_behind() -> None:
-    import concurrent.futures
-    import gc
-
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-        loops.append(asyncio.get_running_loop())
-        await asyncio.to_thread(str)  # the loop's default executor in use, as a library may
-        return "done"
-
-    ensemble = Ensemble(tasks=[Task("Say done")], llm=FunctionModel(answer))
-    before = set(threading.enumerate())
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        assert {o.raw for o in pool.map(lambda _: ensemble.run(), range(20))} == {"done"}
-    gc.collect()
-    assert 1 <= len(set(loops)) <= 4  # one loop per thread, kept across that thread's calls
-    assert all(loop.is_closed() for loop in loops)
-    left = set(threading.enumerate()) - before
-    # no stand-in for a thread that was ending (made when code there starts a thread)
-    assert not [thread for thread in left if isinstance(thread, threading._DummyThread)]
-    for thread in left:  # the loops' executor threads were told to end
-        thread.join(10)  # a deadline, not a pause
-        assert not thread.is_alive(), thread.name
