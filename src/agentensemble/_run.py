@@ -948,7 +948,7 @@ async def _announce_start(plan: RunPlan, run: RunContext) -> None:
             capture_mode=run.capture_mode.value,
             inputs=dict(plan.inputs),
             cost_configuration=run.cost_configuration,
-            plan=_plan_nodes(plan),
+            plan=_plan_nodes(plan) if run.events.wants(EnsembleStartedEvent) else (),
         )
     )
     for message in plan.warnings:  # logged once, when the ensemble was checked

@@ -212,7 +212,8 @@ class EnsembleStartedEvent(EventBase):
     cost_configuration: CostConfiguration | None = None
     plan: tuple[PlanNode, ...] = ()
     """The planned tasks and what each waits for (tasks planned later, such as adaptive
-    map-reduce levels, are not in it)."""
+    map-reduce levels, are not in it). Only listeners read it: a run that no listener of
+    this event hears leaves it empty instead of building a node per task."""
     type: Literal["ensemble_started"] = field(default="ensemble_started", init=False)
 
 
