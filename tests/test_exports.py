@@ -23,7 +23,8 @@ def test_all_matches_the_public_names() -> None:
         "ReplayError",
         "ReplayModel",
         "UsageSoFar",
-        *agentensemble._OBSERVABILITY_NAMES,  # the event classes, ConsoleProgress, OTel
+        *agentensemble._OBSERVABILITY_CLASSES,  # ConsoleProgress, OpenTelemetryListener
+        *(name for name in agentensemble.__all__ if name.endswith("Event")),
     }
     assert set(agentensemble.__all__) == public | lazy
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)

@@ -150,35 +150,13 @@ if _typing.TYPE_CHECKING:
 
 
 _HOOK_NAMES = frozenset({"HookDecision", "PendingModelCall", "PendingToolCall", "UsageSoFar"})
-_OBSERVABILITY_NAMES = frozenset(
-    {
-        "ConsoleProgress",
-        "DelegationCompletedEvent",
-        "DelegationFailedEvent",
-        "DelegationStartedEvent",
-        "EnsembleCompletedEvent",
-        "EnsembleStartedEvent",
-        "GuardrailCheckedEvent",
-        "LlmIterationCompletedEvent",
-        "LlmIterationStartedEvent",
-        "MemoryOperationEvent",
-        "OpenTelemetryListener",
-        "ReviewDecidedEvent",
-        "ReviewRequestedEvent",
-        "ReviewTimedOutEvent",
-        "TaskCompleteEvent",
-        "TaskFailedEvent",
-        "TaskInputEvent",
-        "TaskStartEvent",
-        "TokenEvent",
-        "ToolCallEvent",
-    }
-)
-"""The event classes, `ConsoleProgress` and `OpenTelemetryListener` load on first use."""
+_OBSERVABILITY_CLASSES = frozenset({"ConsoleProgress", "OpenTelemetryListener"})
+"""These and the event classes (every name of `__all__` ending in ``Event``) load on first
+use, from `agentensemble.observability`."""
 
 
 def __getattr__(name: str) -> _typing.Any:
-    if name in _OBSERVABILITY_NAMES:
+    if name in _OBSERVABILITY_CLASSES or (name.endswith("Event") and name in __all__):
         from agentensemble import observability
 
         return getattr(observability, name)

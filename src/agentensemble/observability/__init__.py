@@ -83,49 +83,28 @@ _TRACE_NAMES = frozenset(
 )
 
 
-_EVENT_NAMES = frozenset(
-    {
-        "DelegationCompletedEvent",
-        "DelegationFailedEvent",
-        "DelegationStartedEvent",
-        "EnsembleCompletedEvent",
-        "EnsembleStartedEvent",
-        "Event",
-        "GraphStateCompletedEvent",
-        "GuardrailCheckedEvent",
-        "LlmIterationCompletedEvent",
-        "LlmIterationStartedEvent",
-        "LoopIterationCompletedEvent",
-        "MemoryOperationEvent",
-        "PlanNode",
-        "ReviewDecidedEvent",
-        "ReviewRequestedEvent",
-        "ReviewTimedOutEvent",
-        "RunWarningEvent",
-        "TaskCompleteEvent",
-        "TaskFailedEvent",
-        "TaskInputEvent",
-        "TaskStartEvent",
-        "TokenEvent",
-        "ToolCallEvent",
-    }
-)
-"""The event classes: they load on first access (``import agentensemble`` stays light)."""
+_LAZY_CLASSES = {
+    "ConsoleProgress": "_console",
+    "OpenTelemetryListener": "_otel",
+    "PlanNode": "_events",
+}
+"""What loads on first access besides the trace types, by module: the event classes (every
+name of `__all__` ending in ``Event``), `PlanNode`, `ConsoleProgress` and
+`OpenTelemetryListener` (``import agentensemble`` stays light)."""
+
+
+def _module_of(name: str) -> str | None:
+    if name.endswith("Event") and name in __all__:
+        return "_events"
+    return _LAZY_CLASSES.get(name)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EVENT_NAMES:
-        from agentensemble.observability import _events
+    module = _module_of(name)
+    if module is not None:
+        import importlib
 
-        return getattr(_events, name)
-    if name == "ConsoleProgress":
-        from agentensemble.observability._console import ConsoleProgress
-
-        return ConsoleProgress
-    if name == "OpenTelemetryListener":
-        from agentensemble.observability._otel import OpenTelemetryListener
-
-        return OpenTelemetryListener
+        return getattr(importlib.import_module(f"agentensemble.observability.{module}"), name)
     if name in _TRACE_NAMES:
         from agentensemble.observability import _trace
 
