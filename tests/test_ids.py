@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 from agentensemble.execution._context import new_id
 
 
@@ -9,6 +11,8 @@ def test_task_ids_are_32_hex_digits_and_distinct() -> None:
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
 
 
+# the child only writes to a pipe and exits: none of the parent's threads is needed there
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_does_not_repeat_its_parents_ids() -> None:
     read, write = os.pipe()
     pid = os.fork()
