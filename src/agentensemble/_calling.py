@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -91,12 +91,22 @@ def sync_threads() -> int:
 
 
 class _Pool:
-    """A run's share of the process's sync threads: at most `max_workers` calls at once."""
+    """A run's share of the process's sync threads: at most `max_workers` calls at once
+    (the semaphore made by the run's first sync call: most runs make none)."""
+
+    __slots__ = ("_max_workers", "_slots")
 
     def __init__(self, max_workers: int) -> None:
-        import asyncio
+        self._max_workers = max_workers
+        self._slots: asyncio.Semaphore | None = None
 
-        self.slots = asyncio.Semaphore(max_workers)
+    @property
+    def slots(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            import asyncio
+
+            self._slots = asyncio.Semaphore(self._max_workers)
+        return self._slots
 
 
 _current: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar(
@@ -104,15 +114,25 @@ _current: contextvars.ContextVar[_Pool | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def sync_pool(max_workers: int) -> Iterator[None]:
-    """Sync user code called in this block runs at most `max_workers` calls at once, on
-    the process's sync threads."""
-    token = _current.set(_Pool(max_workers))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+def sync_pool(max_workers: int) -> _PoolScope:
+    """Sync user code called in this block (``with sync_pool(n):``) runs at most
+    `max_workers` calls at once, on the process's sync threads."""
+    return _PoolScope(max_workers)
+
+
+class _PoolScope:
+    """The block of `sync_pool` (a plain class: every run enters one)."""
+
+    __slots__ = ("_max_workers", "_token")
+
+    def __init__(self, max_workers: int) -> None:
+        self._max_workers = max_workers
+
+    def __enter__(self) -> None:
+        self._token = _current.set(_Pool(self._max_workers))
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 async def call_user_code(
