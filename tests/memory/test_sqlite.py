@@ -533,3 +533,28 @@ async def test_a_closed_store_refuses_work(path: Path, name: str, call: Call) ->
 
 def test_repr_shows_the_path(path: Path) -> None:
     assert repr(SqliteMemoryStore(path)) == f"SqliteMemoryStore({str(path)!r})"
+
+
+async def test_a_store_is_checked_on_the_worker_once_not_at_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentensemble.memory import MemoryStore
+    from agentensemble.memory._sqlite_worker import SqliteWorker
+
+    reads: list[object] = []
+    read = SqliteWorker.read
+
+    async def counted(self: SqliteWorker, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        reads.append(fn)
+        return await read(self, fn)
+
+    monkeypatch.setattr(SqliteWorker, "read", counted)
+    store = MemoryStore.sqlite(tmp_path / "memory.db")
+    try:
+        await store.check()  # opens the file: one round trip to the worker
+        assert len(reads) == 1
+        await store.check()  # the connection is open: nothing more to check
+        await store.check()
+        assert len(reads) == 1
+    finally:
+        await store.aclose()

@@ -140,7 +140,11 @@ class SqliteWorker:
 
     async def check(self) -> None:
         """Open the file now (its schema made or checked), so that a file SQLite cannot use
-        is a `ValidationError` naming it before the work that needs it."""
+        is a `ValidationError` naming it before the work that needs it. Once the connection
+        is open (in this process), there is nothing to check: every run checks its store,
+        and a round trip to the worker thread costs more than most of its operations."""
+        if self._state.connection is not None and self._pid == os.getpid():
+            return
         try:
             await self.read(lambda connection: None)
         except sqlite3.Error as error:
