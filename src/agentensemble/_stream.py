@@ -77,12 +77,10 @@ class _Buffer:
 
     def _coalesce(self, event: Event) -> bool:
         """Join a token to the last buffered event when that is a token of the same task."""
-        from agentensemble.observability._events import TokenEvent  # loaded by the run
-
         last = self.events[-1]
         if not (
-            isinstance(event, TokenEvent)
-            and isinstance(last, TokenEvent)
+            event.type == "token"
+            and last.type == "token"
             and (last.ensemble_id, last.task_id, last.task_index)
             == (event.ensemble_id, event.task_id, event.task_index)
         ):

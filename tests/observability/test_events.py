@@ -26,7 +26,7 @@ from agentensemble import (
     tool_call,
 )
 from agentensemble.observability import Event
-from agentensemble.observability._listeners import method_by_class
+from agentensemble.observability._listeners import _tables
 
 E = TypeVar("E")
 
@@ -50,7 +50,7 @@ class Recorder(EnsembleListener):
         return [event.type for event in self.events]
 
 
-for _method in method_by_class().values():
+for _method in _tables().method_by_class.values():
     setattr(Recorder, _method, Recorder.record)
 
 
@@ -61,7 +61,7 @@ def lookup(key: str) -> str:
 
 
 def test_every_event_type_has_a_listener_method() -> None:
-    for method in method_by_class().values():
+    for method in _tables().method_by_class.values():
         assert callable(getattr(EnsembleListener, method))
 
 

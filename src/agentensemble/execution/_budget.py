@@ -175,8 +175,8 @@ class RunBudget:
         return cls(limits, prices)
 
     def model_call(self, task: TaskContext) -> ModelCall:
-        """Hold one model call of `task` within the budgets (``async with``): raises
-        `BudgetSpent` or `BudgetExceededError` instead of letting it start."""
+        """One model call of `task` within the budgets: its `admit` raises `BudgetSpent` or
+        `BudgetExceededError` instead of letting it start; `settle` once it is over."""
         return ModelCall(self, task)
 
     async def admit(self, task: TaskContext) -> None:
@@ -266,9 +266,3 @@ class ModelCall:
         """The call is over: give its place back if the trace did not count it."""
         if self._counted() == self._before:
             self._budget.release()
-
-    async def __aenter__(self) -> None:
-        await self.admit()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.settle()

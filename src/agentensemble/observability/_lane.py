@@ -72,11 +72,6 @@ class SyncLane:
         self._batch.append((handlers, event, contextvars.copy_context()))
         return self._queued - self._handled > self._max
 
-    async def offer(self, handlers: Sequence[LaneHandler], event: Any) -> None:
-        """`put`, then wait for `room` if the lane is full."""
-        if self.put(handlers, event):
-            await self.room()
-
     async def room(self) -> None:
         """Wait until the listeners have caught up to half the lane: a lane that let one
         event in per event handled would wake the run once per batch, and a run whose

@@ -196,11 +196,6 @@ def listener_methods() -> frozenset[str]:
     return _tables().listener_methods
 
 
-def method_by_class() -> dict[type[Any], str]:
-    """The listener method of each kind of event."""
-    return _tables().method_by_class
-
-
 CALLBACK_NAMES = (
     "on_task_start",
     "on_task_complete",
