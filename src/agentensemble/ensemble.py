@@ -6,10 +6,11 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from agentensemble._checks import as_tuple, items_of, require_int, unique_names
+from agentensemble._checks import as_tuple, items_of, require_int, require_seconds, unique_names
 from agentensemble._formats import require_toon
 from agentensemble._hints import KeywordHints
 from agentensemble._hook_checks import check_hooks
@@ -47,6 +48,7 @@ from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.checkpoints import CheckpointStore
+    from agentensemble.network import EnsembleServer, Transport
     from agentensemble.observability._events import (
         DelegationCompletedEvent,
         DelegationFailedEvent,
@@ -186,6 +188,15 @@ class Ensemble(EnsembleSettings):
     """Called when a delegation completes."""
     on_delegation_failed: Callback[DelegationFailedEvent] | None = None
     """Called when a delegation fails."""
+    shared_tasks: Mapping[str, Task[Any]] = field(default_factory=dict)
+    """Tasks other ensembles may ask for by name while this one serves (`serve`, `start`);
+    a request's text reaches the task's prompt as a ``## Request`` section."""
+    shared_tools: Mapping[str, object] = field(default_factory=dict)
+    """Tools other ensembles may call by name while this one serves; a request's text is
+    the tool's JSON arguments."""
+    drain_timeout: timedelta | float = timedelta(minutes=5)
+    """How long a serving ensemble that is told to stop (`EnsembleServer.stop`, SIGTERM)
+    lets its requests in flight finish before handing them back to the transport."""
     _model: ChatModel | None = field(init=False, default=None, repr=False)
     _manager_model: ChatModel | None = field(init=False, default=None, repr=False)
     _validated: Any = field(init=False, default=None, repr=False)
@@ -241,6 +252,7 @@ class Ensemble(EnsembleSettings):
             from agentensemble.checkpoints import resolve_checkpoint
 
             set_(self, "checkpoint", resolve_checkpoint(self.checkpoint))
+        _check_serving(self)
         callbacks = callback_listener(**{name: getattr(self, name) for name in CALLBACK_NAMES})
         set_(
             self,
@@ -390,6 +402,22 @@ class Ensemble(EnsembleSettings):
             lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
         )
 
+    async def serve(self, transport: Transport, *, concurrency: int = 8) -> None:
+        """Answer requests for `shared_tasks` and `shared_tools` from `transport`, at most
+        `concurrency` at a time, until drained (SIGTERM on the main thread) or cancelled.
+        Each request runs with its id as the run id and its deadline as the run's timeout.
+        See `agentensemble.network`."""
+        from agentensemble.network import EnsembleServer
+
+        await EnsembleServer(self, transport, concurrency=concurrency).serve()
+
+    def start(self, transport: Transport, *, concurrency: int = 8) -> EnsembleServer:
+        """`serve` on a thread of its own: returns the running `EnsembleServer` (its
+        `state` is READY), which ``stop()`` drains and stops."""
+        from agentensemble.network import EnsembleServer
+
+        return EnsembleServer(self, transport, concurrency=concurrency).start()
+
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -523,6 +551,22 @@ def _dashboard_wiring(ensemble: Ensemble) -> tuple[object, ...]:
     if ensemble.review_handler is None:
         object.__setattr__(ensemble, "review_handler", dashboard.review_handler)
     return (dashboard.listener,)
+
+
+def _check_serving(ensemble: Ensemble) -> None:
+    """Shared tasks and tools checked (their module loads only when there are some)."""
+    set_ = object.__setattr__
+    seconds = require_seconds(ensemble.drain_timeout, "Ensemble drain_timeout")
+    set_(ensemble, "drain_timeout", timedelta(seconds=seconds))
+    if not ensemble.shared_tasks and not ensemble.shared_tools:
+        set_(ensemble, "shared_tasks", {})
+        set_(ensemble, "shared_tools", {})
+        return
+    from agentensemble.network._shared import check_shared_tasks, check_shared_tools
+
+    tasks = check_shared_tasks(ensemble.shared_tasks)
+    set_(ensemble, "shared_tasks", tasks)
+    set_(ensemble, "shared_tools", check_shared_tools(ensemble.shared_tools, tasks))
 
 
 def _check_loops(loops: object) -> tuple[Loop, ...]:

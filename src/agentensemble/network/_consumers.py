@@ -1,0 +1,203 @@
+"""Calling other ensembles: `NetworkClient`, and `NetworkTask`/`NetworkTool` for agents."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from agentensemble._checks import require_seconds, require_text
+from agentensemble.errors import AgentEnsembleError, ValidationError
+from agentensemble.network._spi import Transport
+from agentensemble.network._wire import (
+    Priority,
+    ResponseStatus,
+    WorkRequest,
+    WorkResponse,
+)
+from agentensemble.tools import ToolResult
+
+__all__ = ["NetworkClient", "NetworkError", "NetworkTask", "NetworkTool"]
+
+DEFAULT_TIMEOUT = timedelta(minutes=2)
+"""How long a `NetworkTask` or `NetworkTool` waits for its response when not told."""
+
+
+DEADLINE_GRACE = 2.0
+"""Seconds a caller waits past a request's deadline for the response that reports it."""
+
+
+class NetworkError(AgentEnsembleError):
+    """A request got no response in time, or the transport failed."""
+
+
+def _seconds(timeout: timedelta | float, field_name: str) -> float:
+    return require_seconds(timeout, field_name)
+
+
+class NetworkClient:
+    """Submits requests to ensembles over `transport` and waits for their responses.
+
+    ``await client.call("kitchen", "prepare-meal", "two omelettes")`` returns the
+    `WorkResponse`; `submit` and `result` do the same in two steps. The request id is the
+    idempotency key: submitting an id again does not run it again, and both callers get
+    the one result.
+    """
+
+    def __init__(self, transport: Transport, *, caller: str = "client") -> None:
+        if not isinstance(transport, Transport):
+            raise ValidationError(
+                f"NetworkClient transport must be a Transport, got: {transport!r}"
+            )
+        self.transport = transport
+        self.caller = require_text(caller, "NetworkClient caller must not be blank")
+
+    def __repr__(self) -> str:
+        return f"NetworkClient({self.transport!r})"
+
+    async def submit(
+        self,
+        ensemble: str,
+        task: str,
+        context: str | None = None,
+        *,
+        request_id: str | None = None,
+        priority: Priority = Priority.NORMAL,
+        deadline: timedelta | None = None,
+    ) -> str:
+        """Queue a request for `ensemble`'s shared task or tool `task` and return its id."""
+        request = WorkRequest(
+            request_id=request_id or str(uuid.uuid4()),
+            from_=self.caller,
+            task=task,
+            context=context,
+            priority=priority,
+            deadline=deadline,
+        )
+        await self.transport.send(request, to=require_text(ensemble, "ensemble must not be blank"))
+        return request.request_id
+
+    async def result(self, request_id: str, timeout: timedelta | float) -> WorkResponse:
+        """The response to `request_id`; `NetworkError` when none comes within `timeout`."""
+        seconds = _seconds(timeout, "result() timeout")
+        response = await self.transport.result(request_id, seconds)
+        if response is None:
+            raise NetworkError(f"No response to request '{request_id}' within {seconds:g} s")
+        return response
+
+    async def call(
+        self,
+        ensemble: str,
+        task: str,
+        context: str | None = None,
+        *,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        request_id: str | None = None,
+        priority: Priority = Priority.NORMAL,
+    ) -> WorkResponse:
+        """`submit` then `result`. The request's deadline is `timeout`, so the other side
+        stops working on it when it expires; the caller waits `DEADLINE_GRACE` seconds more
+        for the response saying so."""
+        seconds = _seconds(timeout, "call() timeout")
+        request_id = await self.submit(
+            ensemble,
+            task,
+            context,
+            request_id=request_id,
+            priority=priority,
+            deadline=timedelta(seconds=seconds),
+        )
+        return await self.result(request_id, seconds + DEADLINE_GRACE)
+
+
+class _RemoteTool:
+    """What `NetworkTask` and `NetworkTool` share: an `AgentTool` whose input is sent as a
+    request, and whose result is the response's text (a failure the model can read when
+    the other side failed, is down, or did not answer in time)."""
+
+    def __init__(
+        self,
+        ensemble_name: str,
+        task_name: str,
+        *,
+        transport: Transport,
+        timeout: timedelta | float,
+        description: str,
+    ) -> None:
+        kind = type(self).__name__
+        self.ensemble_name = require_text(ensemble_name, f"{kind} ensemble_name must not be blank")
+        self.task_name = require_text(task_name, f"{kind} task_name must not be blank")
+        self.timeout = _seconds(timeout, f"{kind} timeout")
+        self.client = NetworkClient(transport, caller=f"{kind}:{task_name}")
+        self.name = task_name.replace("-", "_").replace(" ", "_")
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.ensemble_name!r}, {self.task_name!r})"
+
+    async def execute(self, input: str) -> ToolResult:
+        """Send `input` and wait for the response."""
+        try:
+            response = await self.client.call(
+                self.ensemble_name, self.task_name, input, timeout=self.timeout
+            )
+        except NetworkError as error:
+            return ToolResult.failure(f"{error} (ensemble '{self.ensemble_name}')")
+        except Exception as error:  # the transport is down: tell the model, do not hang
+            return ToolResult.failure(
+                f"Could not reach ensemble '{self.ensemble_name}': {type(error).__name__}: {error}"
+            )
+        if response.status is ResponseStatus.COMPLETED:
+            return ToolResult.success(response.result or "")
+        return ToolResult.failure(
+            f"Ensemble '{self.ensemble_name}' answered {response.status}: {response.error}"
+        )
+
+
+class NetworkTask(_RemoteTool):
+    """A shared task of another ensemble as a tool: the agent's input is the request text.
+
+    ``Agent(..., tools=[NetworkTask("kitchen", "prepare-meal", transport=transport)])``.
+    """
+
+    def __init__(
+        self,
+        ensemble_name: str,
+        task_name: str,
+        *,
+        transport: Transport,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        description: str | None = None,
+    ) -> None:
+        super().__init__(
+            ensemble_name,
+            task_name,
+            transport=transport,
+            timeout=timeout,
+            description=description
+            or f"Ask ensemble '{ensemble_name}' to do its task '{task_name}'; "
+            "the input is the request, in words.",
+        )
+
+
+class NetworkTool(_RemoteTool):
+    """A shared tool of another ensemble as a tool: the agent's input is the JSON object of
+    the tool's arguments."""
+
+    def __init__(
+        self,
+        ensemble_name: str,
+        tool_name: str,
+        *,
+        transport: Transport,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        description: str | None = None,
+    ) -> None:
+        super().__init__(
+            ensemble_name,
+            tool_name,
+            transport=transport,
+            timeout=timeout,
+            description=description
+            or f"Call tool '{tool_name}' of ensemble '{ensemble_name}'; "
+            "the input is a JSON object of its arguments.",
+        )

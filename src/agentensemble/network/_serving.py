@@ -1,0 +1,254 @@
+"""Long-running mode: an ensemble serving its shared tasks and tools from a transport."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from agentensemble._checks import require_seconds
+from agentensemble._logging import get_logger
+from agentensemble.errors import ValidationError, describe_error
+from agentensemble.network._shared import SharedWork
+from agentensemble.network._spi import Received, Transport
+from agentensemble.network._wire import WorkRequest, WorkResponse
+
+if TYPE_CHECKING:
+    from agentensemble.ensemble import Ensemble
+
+__all__ = ["EnsembleServer", "ServerState"]
+
+logger = get_logger("agentensemble.network")
+
+_RECEIVE_WAIT = 5.0
+"""Seconds one receive waits before the loop asks again (a drain cancels it at once)."""
+_BACKOFF = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+"""Seconds between tries after a transport error (the last repeats)."""
+_DELIVERY_TRIES = 8
+"""How often a response is offered to a failing transport before its request is released."""
+
+
+class ServerState(StrEnum):
+    """Where a serving ensemble is in its life."""
+
+    STARTING = "STARTING"
+    READY = "READY"
+    DRAINING = "DRAINING"
+    STOPPED = "STOPPED"
+
+
+class EnsembleServer:
+    """An ensemble answering requests from a transport, at most `concurrency` at a time.
+
+    `Ensemble.serve` awaits `serve()`; `Ensemble.start` runs it on a thread of its own.
+    `drain()` (or SIGTERM, when serving on the main thread) stops taking requests, lets the
+    ones in flight finish within the ensemble's `drain_timeout`, hands the rest back to the
+    transport for another worker, and stops. The transport stays open: its owner closes it.
+    """
+
+    def __init__(self, ensemble: Ensemble, transport: Transport, *, concurrency: int = 8) -> None:
+        if not isinstance(transport, Transport):
+            raise ValidationError(f"serve() transport must be a Transport, got: {transport!r}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValidationError(f"serve() concurrency must be an int >= 1, got: {concurrency!r}")
+        if not ensemble.shared_tasks and not ensemble.shared_tools:
+            raise ValidationError(
+                "serve() needs an Ensemble with shared_tasks or shared_tools to serve"
+            )
+        self._work = SharedWork(ensemble)  # checks every shared task before anything runs
+        self.transport = transport
+        self.concurrency = concurrency
+        self.drain_timeout = require_seconds(ensemble.drain_timeout, "Ensemble drain_timeout")
+        self.requests_answered = 0
+        self._state = ServerState.STARTING
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining: asyncio.Event | None = None
+        self._drain_asked = False
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"EnsembleServer({self.transport.name!r}, state={self._state})"
+
+    @property
+    def state(self) -> ServerState:
+        """STARTING, READY (taking requests), DRAINING or STOPPED."""
+        return self._state
+
+    async def serve(self) -> None:
+        """Answer requests until drained (or cancelled: then the requests in flight are
+        handed back at once)."""
+        self._loop = asyncio.get_running_loop()
+        self._draining = asyncio.Event()
+        with self._lock:
+            if self._drain_asked:
+                self._draining.set()
+        try:
+            with _drain_on_sigterm(self):
+                self._state = ServerState.READY
+                await self._serve_until_drained()
+        finally:
+            self._state = ServerState.STOPPED
+            self._stopped.set()
+
+    def drain(self) -> None:
+        """Stop taking requests and finish (from any thread; returns at once)."""
+        with self._lock:
+            self._drain_asked = True
+            loop, draining = self._loop, self._draining
+        if loop is not None and draining is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(draining.set)
+
+    def start(self) -> EnsembleServer:
+        """Serve on a thread of this server's own (see `Ensemble.start`)."""
+        if self._thread is not None:
+            return self
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._serve_on_thread, args=(ready,), name="agentensemble-server", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Drain, and wait until stopped: at most `timeout` seconds (None: the drain
+        timeout and a little more). Idempotent."""
+        self.drain()
+        if self._thread is not None:
+            self._thread.join(self.drain_timeout + 10 if timeout is None else timeout)
+        elif self._loop is not None:
+            self._stopped.wait(self.drain_timeout + 10 if timeout is None else timeout)
+
+    async def astop(self) -> None:
+        """`stop` for async callers (does not block the event loop)."""
+        self.drain()
+        await asyncio.to_thread(self._stopped.wait, self.drain_timeout + 10)
+
+    def __enter__(self) -> EnsembleServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _serve_on_thread(self, ready: threading.Event) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            ready.set()
+            await self.serve()
+
+        try:
+            asyncio.run(main())
+        except BaseException as error:  # kept for the log: the thread has no caller
+            self._failure = error
+            logger.exception("Ensemble server '%s' stopped on an error", self.transport.name)
+        finally:
+            ready.set()
+            self._stopped.set()
+
+    async def _serve_until_drained(self) -> None:
+        assert self._draining is not None
+        in_flight: set[asyncio.Task[None]] = set()
+        async with asyncio.TaskGroup() as group:
+            receiver = group.create_task(self._receive(group, in_flight))
+            await self._draining.wait()
+            self._state = ServerState.DRAINING
+            receiver.cancel()
+            await self._finish(in_flight)
+
+    async def _receive(self, group: asyncio.TaskGroup, in_flight: set[asyncio.Task[None]]) -> None:
+        slots = asyncio.Semaphore(self.concurrency)
+        failures = 0
+        while True:
+            await slots.acquire()
+            try:
+                received = await self.transport.receive(_RECEIVE_WAIT)
+            except Exception as error:  # the transport's own retries gave up: keep trying
+                slots.release()
+                failures += 1
+                await _back_off("receive from", self.transport, error, failures)
+                continue
+            failures = 0
+            if received is None:
+                slots.release()
+                continue
+            task = group.create_task(self._handle(received, slots))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+
+    async def _handle(self, received: Received, slots: asyncio.Semaphore) -> None:
+        try:
+            response = await self._work.answer(received)
+            await self._deliver(response)
+        except asyncio.CancelledError:
+            if isinstance(received, WorkRequest):
+                await asyncio.shield(self._release(received.request_id))
+            raise
+        finally:
+            slots.release()
+
+    async def _deliver(self, response: WorkResponse) -> None:
+        for attempt in range(1, _DELIVERY_TRIES + 1):
+            try:
+                await self.transport.deliver(response)
+            except Exception as error:
+                await _back_off("deliver to", self.transport, error, attempt)
+                continue
+            self.requests_answered += 1
+            return
+        logger.error(
+            "Could not deliver the response to request '%s'; it is handed back to be run again",
+            response.request_id,
+        )
+        await self._release(response.request_id)
+
+    async def _release(self, request_id: str) -> None:
+        try:
+            await self.transport.release(request_id)
+        except Exception as error:  # its reclaim takes it back once this worker is gone
+            logger.warning("Could not hand request '%s' back: %s", request_id, error)
+
+    async def _finish(self, in_flight: set[asyncio.Task[None]]) -> None:
+        """Let the requests in flight finish within the drain timeout; cancel the rest
+        (each hands its request back)."""
+        if not in_flight:
+            return
+        _, pending = await asyncio.wait(set(in_flight), timeout=self.drain_timeout)
+        for task in pending:
+            task.cancel()
+
+
+async def _back_off(action: str, transport: Transport, error: Exception, failures: int) -> None:
+    delay = _BACKOFF[min(failures, len(_BACKOFF)) - 1]
+    logger.warning(
+        "Could not %s transport '%s' (%s); trying again in %.1f s",
+        action,
+        transport.name,
+        describe_error(error),
+        delay,
+    )
+    await asyncio.sleep(delay)
+
+
+@contextlib.contextmanager
+def _drain_on_sigterm(server: EnsembleServer) -> Iterator[None]:
+    """On the main thread, SIGTERM drains the server (the previous handler comes back
+    after)."""
+    loop = asyncio.get_running_loop()
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main and hasattr(signal, "SIGTERM"):
+        try:
+            loop.add_signal_handler(signal.SIGTERM, server.drain)
+        except (NotImplementedError, RuntimeError):
+            on_main = False
+    try:
+        yield
+    finally:
+        if on_main:
+            loop.remove_signal_handler(signal.SIGTERM)

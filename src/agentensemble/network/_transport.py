@@ -1,0 +1,54 @@
+"""`QueueTransport`: a transport over any `RequestQueue` and `ResultStore`."""
+
+from __future__ import annotations
+
+from agentensemble._checks import require_text
+from agentensemble.network._spi import Received, RequestQueue, ResultStore, Transport
+from agentensemble.network._wire import WorkRequest, WorkResponse
+
+__all__ = ["QueueTransport"]
+
+
+class QueueTransport(Transport):
+    """Requests go through `queue` (the queue named after the ensemble), responses through
+    `store`. A response is stored before its request is acknowledged, so a crash between
+    the two re-runs the request and the store keeps the first response: one result."""
+
+    def __init__(self, name: str, queue: RequestQueue, store: ResultStore) -> None:
+        self.name = require_text(name, "Transport name must not be blank")
+        self.queue = queue
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"Transport.durable({self.name!r}, {self.queue!r}, {self.store!r})"
+
+    async def send(self, request: WorkRequest, *, to: str | None = None) -> bool:
+        """Queue `request` unless its id was accepted already or has a result."""
+        if await self.store.retrieve(request.request_id) is not None:
+            return False
+        return await self.queue.enqueue(to or self.name, request)
+
+    async def receive(self, timeout: float) -> Received | None:
+        """The next request of this ensemble."""
+        return await self.queue.dequeue(self.name, timeout)
+
+    async def deliver(self, response: WorkResponse) -> bool:
+        """Store the response, then acknowledge its request."""
+        stored = await self.store.store(response)
+        await self.queue.acknowledge(self.name, response.request_id)
+        return stored
+
+    async def result(self, request_id: str, timeout: float) -> WorkResponse | None:
+        """The response to `request_id`, waiting up to `timeout` seconds."""
+        return await self.store.wait(request_id, timeout)
+
+    async def release(self, request_id: str) -> None:
+        """Hand an unfinished request back to the queue."""
+        await self.queue.release(self.name, request_id)
+
+    async def aclose(self) -> None:
+        """Close the queue and the store (the store even when the queue fails to close)."""
+        try:
+            await self.queue.aclose()
+        finally:
+            await self.store.aclose()

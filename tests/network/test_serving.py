@@ -1,0 +1,313 @@
+"""Serving shared tasks and tools over the in-process transport: requests, responses, bad
+input, deadlines, drain and the consumers (`NetworkClient`, `NetworkTask`, `NetworkTool`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentensemble import Agent, Ensemble, Task, tool
+from agentensemble.errors import ValidationError
+from agentensemble.models import FunctionModel, ScriptedModel, tool_call
+from agentensemble.models._messages import Message, UserMessage
+from agentensemble.network import (
+    EnsembleServer,
+    NetworkClient,
+    NetworkError,
+    NetworkTask,
+    NetworkTool,
+    ResponseStatus,
+    ServerState,
+    Transport,
+    WorkRequest,
+)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def echo_model() -> FunctionModel:
+    """Answers with the last user message, so a test sees the prompt the task got."""
+
+    def reply(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        last = messages[-1]
+        return last.text if isinstance(last, UserMessage) else "?"
+
+    return FunctionModel(reply)
+
+
+def kitchen(**changes: Any) -> Ensemble:
+    settings: dict[str, Any] = {
+        "name": "kitchen",
+        "llm": echo_model(),
+        "shared_tasks": {"prepare-meal": Task("Prepare the meal the request asks for")},
+        "shared_tools": {"add": add},
+    }
+    settings.update(changes)
+    return Ensemble(**settings)
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[Transport, EnsembleServer]]:
+    transport = Transport.websocket("kitchen")
+    server = EnsembleServer(kitchen(), transport, concurrency=4)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        yield transport, server
+        server.drain()
+    assert server.state is ServerState.STOPPED
+
+
+async def test_a_shared_task_gets_the_request_text_as_a_request_section(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    transport, _ = served
+    client = NetworkClient(transport)
+
+    response = await client.call("kitchen", "prepare-meal", "two {omelettes}", timeout=10)
+
+    assert response.status is ResponseStatus.COMPLETED
+    assert response.result is not None
+    assert "## Task\nPrepare the meal the request asks for\n\n## Request\ntwo {omelettes}" in (
+        response.result
+    )
+    assert response.duration_ms is not None
+
+
+async def test_a_shared_tool_is_called_with_the_context_as_its_json_arguments(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    transport, _ = served
+
+    response = await NetworkClient(transport).call("kitchen", "add", '{"a": 2, "b": 40}')
+
+    assert (response.status, response.result) == (ResponseStatus.COMPLETED, "42")
+
+
+@pytest.mark.parametrize(
+    ("task", "context", "expected"),
+    [
+        ("bake", None, "Unknown shared task or tool 'bake' on ensemble 'kitchen'"),
+        ("add", "{not json", "is not valid JSON for tool 'add'"),
+        ("add", "[1, 2]", "must be a JSON object of arguments for tool 'add'"),
+    ],
+)
+async def test_bad_requests_get_a_failed_response_and_the_server_keeps_serving(
+    served: tuple[Transport, EnsembleServer], task: str, context: str | None, expected: str
+) -> None:
+    transport, _ = served
+    client = NetworkClient(transport)
+
+    failed = await client.call("kitchen", task, context, timeout=10)
+    after = await client.call("kitchen", "add", '{"a": 1, "b": 1}', timeout=10)
+
+    assert failed.status is ResponseStatus.FAILED
+    assert failed.error is not None and expected in failed.error
+    assert after.result == "2"
+
+
+async def test_the_request_id_is_the_run_id_and_a_duplicate_runs_once() -> None:
+    run_ids: list[str] = []
+    transport = Transport.websocket("kitchen")
+    ensemble = kitchen(on_task_start=lambda event: run_ids.append(event.ensemble_id))
+    server = EnsembleServer(ensemble, transport)
+    client = NetworkClient(transport)
+    first = await client.submit("kitchen", "prepare-meal", "soup", request_id="order-7")
+    second = await client.submit("kitchen", "prepare-meal", "soup", request_id="order-7")
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        responses = [await client.result(first, 10), await client.result(second, 10)]
+        again = await client.submit("kitchen", "prepare-meal", "soup", request_id="order-7")
+        assert await client.result(again, 10) == responses[0]
+        server.drain()
+
+    assert responses[0] == responses[1]
+    assert run_ids == ["order-7"]
+
+
+async def test_the_request_deadline_is_the_runs_timeout() -> None:
+    release = asyncio.Event()
+
+    async def stuck(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        await release.wait()
+        return "late"
+
+    transport = Transport.websocket("kitchen")
+    server = EnsembleServer(kitchen(llm=FunctionModel(stuck)), transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        client = NetworkClient(transport)
+        request_id = await client.submit(
+            "kitchen", "prepare-meal", "soup", deadline=timedelta(milliseconds=50)
+        )
+        response = await client.result(request_id, timeout=10)
+        server.drain()
+
+    assert response.status is ResponseStatus.FAILED
+    assert response.error is not None and "deadline" in response.error
+
+
+async def test_drain_finishes_the_requests_in_flight_and_takes_no_new_ones() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    transport = Transport.websocket("kitchen")
+    server = EnsembleServer(kitchen(llm=FunctionModel(slow)), transport)
+    client = NetworkClient(transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        in_flight = await client.submit("kitchen", "prepare-meal", "soup")
+        await started.wait()
+        server.drain()
+        await client.submit("kitchen", "prepare-meal", "after the drain", request_id="late")
+        release.set()
+        response = await client.result(in_flight, 10)
+
+    assert response.result == "done"
+    assert server.state is ServerState.STOPPED
+    assert await transport.result("late", 0) is None
+
+
+async def test_drain_timeout_hands_unfinished_requests_back_for_another_worker() -> None:
+    started = asyncio.Event()
+
+    async def stuck(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    transport = Transport.websocket("kitchen")
+    stuck_server = EnsembleServer(kitchen(llm=FunctionModel(stuck), drain_timeout=0.05), transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(stuck_server.serve())
+        request_id = await NetworkClient(transport).submit("kitchen", "add", '{"a": 1, "b": 2}')
+        # a tool request answers at once; the stuck model holds a task request
+        task_id = await NetworkClient(transport).submit("kitchen", "prepare-meal", "soup")
+        await started.wait()
+        stuck_server.drain()
+    assert (await transport.result(request_id, 1)) is not None
+
+    peer = EnsembleServer(kitchen(), transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(peer.serve())
+        response = await transport.result(task_id, 10)
+        peer.drain()
+    assert response is not None and response.status is ResponseStatus.COMPLETED
+
+
+def test_start_serves_on_its_own_thread_until_stopped() -> None:
+    transport = Transport.websocket("kitchen")
+    ensemble = kitchen()
+
+    with ensemble.start(transport, concurrency=2) as server:
+        state_while_serving = server.state
+        client = NetworkClient(transport)
+        response = asyncio.run(client.call("kitchen", "add", '{"a": 3, "b": 4}', timeout=10))
+
+    assert response.result == "7"
+    assert (state_while_serving, server.state) == (ServerState.READY, ServerState.STOPPED)
+
+
+async def test_network_task_and_tool_work_as_any_agents_tools(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    transport, _ = served
+    results: dict[str, str] = {}
+    waiter = Agent(
+        role="Waiter",
+        goal="Serve guests",
+        tools=[
+            NetworkTask("kitchen", "prepare-meal", transport=transport),
+            NetworkTool("kitchen", "add", transport=transport),
+        ],
+        llm=ScriptedModel(
+            [
+                tool_call("prepare_meal", input="one soup"),
+                tool_call("add", input=json.dumps({"a": 20, "b": 22})),
+                "Served",
+            ]
+        ),
+    )
+    ensemble = Ensemble(
+        tasks=[Task("Take the order", agent=waiter)],
+        on_tool_call=lambda event: results.__setitem__(event.tool_name, event.tool_result),
+    )
+
+    output = await ensemble.arun()
+
+    assert output.raw == "Served"
+    assert "## Request\none soup" in results["prepare_meal"]
+    assert results["add"] == "42"
+
+
+async def test_a_network_task_reports_an_unanswered_request_as_a_tool_failure() -> None:
+    nobody_serves = Transport.websocket("kitchen")
+    remote = NetworkTask("kitchen", "prepare-meal", transport=nobody_serves, timeout=0.05)
+
+    result = await remote.execute("soup")
+
+    assert not result.is_success
+    assert result.error_message is not None
+    assert "No response to request" in result.error_message
+    assert "ensemble 'kitchen'" in result.error_message
+
+
+async def test_a_client_that_waits_past_its_timeout_gets_a_network_error() -> None:
+    client = NetworkClient(Transport.websocket("kitchen"))
+    request_id = await client.submit("kitchen", "add", "{}")
+
+    with pytest.raises(NetworkError, match=request_id):
+        await client.result(request_id, timeout=0.01)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"shared_tasks": {" ": Task("x")}}, "Shared task name must not be blank"),
+        ({"shared_tools": {"": add}}, "Shared tool name must not be blank"),
+        ({"shared_tasks": {"a": "not a task"}}, "shared_tasks['a'] must be a Task"),
+        ({"shared_tools": {"prepare-meal": add}}, "'prepare-meal' is a shared task's name too"),
+        ({"shared_tools": {"x": object()}}, "shared_tools['x'] must be one tool"),
+        ({"drain_timeout": -1}, "drain_timeout must be a positive number of seconds"),
+    ],
+)
+def test_bad_sharing_settings_are_refused_when_the_ensemble_is_made(
+    changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        kitchen(**changes)
+
+
+def test_serving_needs_something_shared_and_a_transport() -> None:
+    with pytest.raises(ValidationError, match="shared_tasks or shared_tools"):
+        EnsembleServer(Ensemble(llm=echo_model()), Transport.websocket())
+    with pytest.raises(ValidationError, match="must be a Transport"):
+        EnsembleServer(kitchen(), "redis://nowhere")  # type: ignore[arg-type]
+
+
+def test_work_requests_read_and_write_the_reference_wire_format() -> None:
+    wire = '{"requestId": "r1", "from": "desk", "task": "add", "deadline": "PT30S", "x": 1}'
+
+    request = WorkRequest.model_validate_json(wire)
+
+    assert (request.from_, request.deadline_seconds) == ("desk", 30.0)
+    assert json.loads(request.to_json()) == {
+        "requestId": "r1",
+        "from": "desk",
+        "task": "add",
+        "priority": "NORMAL",
+        "deadline": "PT30S",
+        "delivery": {"method": "WEBSOCKET"},
+    }
