@@ -17,12 +17,13 @@ __all__ = ["main"]
 
 _DESCRIPTION = (
     "Orchestrate teams of LLM agents: run ensembles declared in YAML, start a project, "
-    "read saved execution traces."
+    "serve an ensemble from a Redis queue, read saved execution traces."
 )
 
 
 def _parser() -> argparse.ArgumentParser:
     from agentensemble._cli_run import add_run_commands
+    from agentensemble._cli_worker import add_worker_command
     from agentensemble._scaffold import add_new_command
     from agentensemble._version import __version__
 
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     add_run_commands(commands)
     add_new_command(commands)
+    add_worker_command(commands)
     commands.add_parser("schema", help="print the JSON Schema of ensemble files")
     demo = commands.add_parser("demo", help="run a small research-and-write ensemble")
     demo.add_argument(
@@ -205,6 +207,7 @@ def _first_problem(error: Exception) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentensemble`` command."""
     from agentensemble._cli_run import run_command, validate_command
+    from agentensemble._cli_worker import worker_command
     from agentensemble._scaffold import new_command
 
     args = _parser().parse_args(argv)
@@ -216,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trace": _trace,
         "dashboard": _dashboard,
         "demo": _demo,
+        "worker": worker_command,
     }
     return commands[args.command](args)
 

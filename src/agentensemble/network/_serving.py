@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from agentensemble._calling import sync_pool
 from agentensemble._checks import require_seconds
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError, describe_error
@@ -47,10 +48,18 @@ class EnsembleServer:
     `Ensemble.serve` awaits `serve()`; `Ensemble.start` runs it on a thread of its own.
     `drain()` (or SIGTERM, when serving on the main thread) stops taking requests, lets the
     ones in flight finish within the ensemble's `drain_timeout`, hands the rest back to the
-    transport for another worker, and stops. The transport stays open: its owner closes it.
+    transport for another worker, and stops; so does taking `max_requests` requests (a
+    worker process recycles itself that way). The transport stays open: its owner closes it.
     """
 
-    def __init__(self, ensemble: Ensemble, transport: Transport, *, concurrency: int = 8) -> None:
+    def __init__(
+        self,
+        ensemble: Ensemble,
+        transport: Transport,
+        *,
+        concurrency: int = 8,
+        max_requests: int | None = None,
+    ) -> None:
         if not isinstance(transport, Transport):
             raise ValidationError(f"serve() transport must be a Transport, got: {transport!r}")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -59,9 +68,15 @@ class EnsembleServer:
             raise ValidationError(
                 "serve() needs an Ensemble with shared_tasks or shared_tools to serve"
             )
+        if max_requests is not None and (
+            isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
+        ):
+            raise ValidationError(f"max_requests must be an int >= 1, got: {max_requests!r}")
+        self.max_requests = max_requests
         self._work = SharedWork(ensemble)  # checks every shared task before anything runs
         self.transport = transport
         self.concurrency = concurrency
+        self.max_sync_threads = ensemble.max_sync_threads
         self.drain_timeout = require_seconds(ensemble.drain_timeout, "Ensemble drain_timeout")
         self.requests_answered = 0
         self._state = ServerState.STARTING
@@ -90,7 +105,8 @@ class EnsembleServer:
             if self._drain_asked:
                 self._draining.set()
         try:
-            with _drain_on_sigterm(self):
+            # sync tools run on daemon threads: one stuck past the drain never holds the exit
+            with _drain_on_sigterm(self), sync_pool(self.max_sync_threads):
                 self._state = ServerState.READY
                 await self._serve_until_drained()
         finally:
@@ -164,8 +180,8 @@ class EnsembleServer:
 
     async def _receive(self, group: asyncio.TaskGroup, in_flight: set[asyncio.Task[None]]) -> None:
         slots = asyncio.Semaphore(self.concurrency)
-        failures = 0
-        while True:
+        failures = taken = 0
+        while self.max_requests is None or taken < self.max_requests:
             await slots.acquire()
             try:
                 received = await self.transport.receive(_RECEIVE_WAIT)
@@ -178,9 +194,11 @@ class EnsembleServer:
             if received is None:
                 slots.release()
                 continue
+            taken += 1
             task = group.create_task(self._handle(received, slots))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
+        self.drain()  # took max_requests: finish them and stop
 
     async def _handle(self, received: Received, slots: asyncio.Semaphore) -> None:
         try:
