@@ -80,7 +80,8 @@ async def test_a_waiting_dequeue_wakes_for_a_request_from_another_thread() -> No
     taken = await waiting
     thread.join()
 
-    assert isinstance(taken, WorkRequest) and taken.request_id == "a"
+    assert isinstance(taken, WorkRequest)
+    assert taken.request_id == "a"
 
 
 async def test_dequeue_returns_none_when_nothing_comes_in_time() -> None:

@@ -16,6 +16,9 @@ from agentensemble.errors import ValidationError
 from agentensemble.models import FunctionModel, ScriptedModel, tool_call
 from agentensemble.models._messages import Message, UserMessage
 from agentensemble.network import (
+    CachePolicy,
+    DeliveryMethod,
+    DeliverySpec,
     EnsembleServer,
     NetworkClient,
     NetworkError,
@@ -110,7 +113,8 @@ async def test_bad_requests_get_a_failed_response_and_the_server_keeps_serving(
     after = await client.call("kitchen", "add", '{"a": 1, "b": 1}', timeout=10)
 
     assert failed.status is ResponseStatus.FAILED
-    assert failed.error is not None and expected in failed.error
+    assert failed.error is not None
+    assert expected in failed.error
     assert after.result == "2"
 
 
@@ -152,7 +156,8 @@ async def test_the_request_deadline_is_the_runs_timeout() -> None:
         server.drain()
 
     assert response.status is ResponseStatus.FAILED
-    assert response.error is not None and "deadline" in response.error
+    assert response.error is not None
+    assert "deadline" in response.error
 
 
 async def test_drain_finishes_the_requests_in_flight_and_takes_no_new_ones() -> None:
@@ -204,7 +209,8 @@ async def test_drain_timeout_hands_unfinished_requests_back_for_another_worker()
         group.create_task(peer.serve())
         response = await transport.result(task_id, 10)
         peer.drain()
-    assert response is not None and response.status is ResponseStatus.COMPLETED
+    assert response is not None
+    assert response.status is ResponseStatus.COMPLETED
 
 
 def test_start_serves_on_its_own_thread_until_stopped() -> None:
@@ -311,3 +317,69 @@ def test_work_requests_read_and_write_the_reference_wire_format() -> None:
         "deadline": "PT30S",
         "delivery": {"method": "WEBSOCKET"},
     }
+
+
+async def test_a_cached_result_answers_a_use_cached_request_with_the_same_key() -> None:
+    calls: list[str] = []
+
+    @tool
+    def price(item: str) -> str:
+        """Look a price up."""
+        calls.append(item)
+        return f"{item}: {len(calls)} EUR"
+
+    transport = Transport.websocket("shop")
+    server = EnsembleServer(Ensemble(name="shop", shared_tools={"price": price}), transport)
+
+    def priced(request_id: str, policy: CachePolicy | None) -> WorkRequest:
+        return WorkRequest(
+            request_id=request_id,
+            from_="test",
+            task="price",
+            context='{"item": "tea"}',
+            cache_key="tea",
+            cache_policy=policy,
+            max_age=timedelta(minutes=1),
+        )
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        answers = []
+        for request_id, policy in [
+            ("first", None),
+            ("cached", CachePolicy.USE_CACHED),
+            ("fresh", CachePolicy.FORCE_FRESH),
+        ]:
+            await transport.send(priced(request_id, policy))
+            answers.append(await transport.result(request_id, 10))
+        server.drain()
+
+    assert [answer.result if answer else None for answer in answers] == [
+        "tea: 1 EUR",
+        "tea: 1 EUR",
+        "tea: 2 EUR",
+    ]
+    assert answers[1] is not None
+    assert answers[1].request_id == "cached"
+    assert calls == ["tea", "tea"]
+
+
+async def test_a_delivery_the_transport_cannot_make_is_refused(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    transport, _ = served
+    request = WorkRequest(
+        request_id="hook",
+        from_="test",
+        task="add",
+        context='{"a": 1, "b": 1}',
+        delivery=DeliverySpec(method=DeliveryMethod.WEBHOOK, address="https://example.com"),
+    )
+
+    await transport.send(request)
+    response = await transport.result("hook", 10)
+
+    assert response is not None
+    assert response.status is ResponseStatus.FAILED
+    assert response.error is not None
+    assert "Delivery method WEBHOOK is not supported" in response.error

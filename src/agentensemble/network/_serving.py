@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from agentensemble._calling import sync_pool
 from agentensemble._checks import require_seconds
@@ -16,7 +16,13 @@ from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError, describe_error
 from agentensemble.network._shared import SharedWork
 from agentensemble.network._spi import Received, Transport
-from agentensemble.network._wire import WorkRequest, WorkResponse
+from agentensemble.network._wire import (
+    CachePolicy,
+    DeliveryMethod,
+    ResponseStatus,
+    WorkRequest,
+    WorkResponse,
+)
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
@@ -24,11 +30,14 @@ if TYPE_CHECKING:
 __all__ = ["EnsembleServer", "ServerState"]
 
 logger = get_logger("agentensemble.network")
+T = TypeVar("T")
 
 _RECEIVE_WAIT = 5.0
 """Seconds one receive waits before the loop asks again (a drain cancels it at once)."""
 _BACKOFF = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 """Seconds between tries after a transport error (the last repeats)."""
+_DELIVERED = frozenset({DeliveryMethod.WEBSOCKET, DeliveryMethod.STORE, DeliveryMethod.NONE})
+"""Delivery methods whose response the result store serves (the caller reads it there)."""
 _DELIVERY_TRIES = 8
 """How often a response is offered to a failing transport before its request is released."""
 
@@ -202,7 +211,7 @@ class EnsembleServer:
 
     async def _handle(self, received: Received, slots: asyncio.Semaphore) -> None:
         try:
-            response = await self._work.answer(received)
+            response = await self._respond(received)
             await self._deliver(response)
         except asyncio.CancelledError:
             if isinstance(received, WorkRequest):
@@ -210,6 +219,29 @@ class EnsembleServer:
             raise
         finally:
             slots.release()
+
+    async def _respond(self, received: Received) -> WorkResponse:
+        """The response: refused for a delivery this transport cannot make, the cached one
+        for a ``USE_CACHED`` request whose key has one, else the work's (cached when the
+        request gives a key and a ``maxAge``)."""
+        if not isinstance(received, WorkRequest):
+            return await self._work.answer(received)
+        method = received.delivery.method
+        if method not in _DELIVERED:
+            return WorkResponse.failed(
+                received.request_id,
+                f"Delivery method {method} is not supported: responses are kept in the "
+                f"transport's result store (use {', '.join(sorted(_DELIVERED))})",
+            )
+        key = received.cache_key
+        if key and received.cache_policy is CachePolicy.USE_CACHED:
+            hit = await _or_none(self.transport.cached(key))
+            if hit is not None:
+                return hit.model_copy(update={"request_id": received.request_id})
+        response = await self._work.answer(received)
+        if key and received.max_age and response.status is ResponseStatus.COMPLETED:
+            await _or_none(self.transport.cache(key, response, received.max_age))
+        return response
 
     async def _deliver(self, response: WorkResponse) -> None:
         for attempt in range(1, _DELIVERY_TRIES + 1):
@@ -240,6 +272,15 @@ class EnsembleServer:
         _, pending = await asyncio.wait(set(in_flight), timeout=self.drain_timeout)
         for task in pending:
             task.cancel()
+
+
+async def _or_none(call: Awaitable[T]) -> T | None:
+    """`call`'s result, or None when the transport failed (a cache is an optimisation)."""
+    try:
+        return await call
+    except Exception as error:
+        logger.warning("The result cache failed: %s", describe_error(error))
+        return None
 
 
 async def _back_off(action: str, transport: Transport, error: Exception, failures: int) -> None:

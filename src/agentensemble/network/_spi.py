@@ -167,6 +167,15 @@ class Transport(ABC):
     async def release(self, request_id: str) -> None:  # noqa: B027
         """Hand an unfinished received request back for another worker."""
 
+    async def cached(self, cache_key: str) -> WorkResponse | None:
+        """The response cached under `cache_key` (see `cache`); None when there is none
+        (a transport without a cache never has one)."""
+        return None
+
+    async def cache(self, cache_key: str, response: WorkResponse, ttl: timedelta) -> None:  # noqa: B027
+        """Keep `response` for `ttl` as the answer to requests with `cache_key` and
+        ``cachePolicy: USE_CACHED`` (a transport without a cache keeps nothing)."""
+
     async def aclose(self) -> None:  # noqa: B027
         """Close what the transport opened."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from agentensemble._checks import require_text
 from agentensemble.network._spi import Received, RequestQueue, ResultStore, Transport
 from agentensemble.network._wire import WorkRequest, WorkResponse
@@ -45,6 +47,20 @@ class QueueTransport(Transport):
     async def release(self, request_id: str) -> None:
         """Hand an unfinished request back to the queue."""
         await self.queue.release(self.name, request_id)
+
+    async def cached(self, cache_key: str) -> WorkResponse | None:
+        """The response the store keeps for `cache_key` on this ensemble."""
+        return await self.store.retrieve(self._cache_id(cache_key))
+
+    async def cache(self, cache_key: str, response: WorkResponse, ttl: timedelta) -> None:
+        """Keep `response` for `ttl` under `cache_key` (the first one kept stays until it
+        expires: results are written once)."""
+        await self.store.store(
+            response.model_copy(update={"request_id": self._cache_id(cache_key)}), ttl
+        )
+
+    def _cache_id(self, cache_key: str) -> str:
+        return f"cache:{self.name}:{cache_key}"
 
     async def aclose(self) -> None:
         """Close the queue and the store (the store even when the queue fails to close)."""
