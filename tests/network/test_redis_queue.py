@@ -297,3 +297,27 @@ async def test_no_accepted_request_is_lost_over_a_restart(redis_server: Server) 
         assert await worker.enqueue("jobs", request("r2")) is False  # still deduped
     finally:
         await worker.aclose()
+
+
+async def test_the_redis_transport_answers_and_acknowledges_in_one_step(
+    redis_url: str, raw: aioredis.Redis
+) -> None:
+    from agentensemble.network import Transport
+
+    async with Transport.redis("jobs", redis_url, heartbeat_ttl=HEARTBEAT) as transport:
+        assert await transport.send(request("r1"))
+        assert not await transport.send(request("r1"))
+        received = await transport.receive(5)
+        assert isinstance(received, WorkRequest)
+        answer = WorkResponse(request_id="r1", status=ResponseStatus.COMPLETED, result="ok")
+
+        assert await transport.deliver(answer)
+        assert not await transport.deliver(answer.model_copy(update={"result": "second"}))
+
+        assert await transport.result("r1", 1) == answer
+        assert await entries(raw, "agentensemble:queue:jobs:NORMAL") == []
+        pending = await raw.xpending("agentensemble:queue:jobs:NORMAL", "agentensemble:group:jobs")
+        assert pending["pending"] == 0
+        # the id stays deduped as long as its result is kept, not a day
+        dedupe_ms = await raw.pttl("agentensemble:request:jobs:r1")
+        assert 0 < dedupe_ms <= 3_600_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentensemble.network._redis_keys import STORE_RESULT_LUA
 
-__all__ = ["ENQUEUE", "READ_NEXT", "RECLAIM", "RELEASE", "TOUCH"]
+__all__ = ["ANSWER", "ENQUEUE", "READ_NEXT", "RECLAIM", "RELEASE", "TOUCH"]
 
 ENQUEUE = """
 -- KEYS: request key, stream, entries hash. ARGV: payload, request id, dedupe ttl (s).
@@ -28,6 +28,26 @@ for i = 1, #KEYS do
 end
 return {}
 """
+
+ANSWER = (
+    STORE_RESULT_LUA
+    + """
+-- KEYS: result key, stream, entries hash, request (dedupe) key. ARGV: response, ttl (ms),
+-- channel, group, entry id ('' when this worker holds no entry for the request).
+local won = store_result(KEYS[1], ARGV[3], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[4], ARGV[2])
+if ARGV[5] ~= '' then
+  redis.pcall('XACK', KEYS[2], ARGV[4], ARGV[5])
+  redis.call('XDEL', KEYS[2], ARGV[5])
+  redis.call('HDEL', KEYS[3], ARGV[5])
+end
+return won
+"""
+)
+"""Answer a request in one step: write its result once (announced only by the write that
+won), then acknowledge and delete its entry. A crash can no longer fall between the two.
+The id's dedupe record then lives as long as the result: a later submission of the id gets
+the result while it is kept, and runs again after."""
 
 RELEASE = """
 -- KEYS: stream. ARGV: group, consumer, the consumer to hand it to, entry id.

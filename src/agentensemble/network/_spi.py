@@ -206,11 +206,16 @@ class Transport(ABC):
         visibility_timeout: timedelta = timedelta(minutes=5),
         max_deliveries: int = 3,
     ) -> Transport:
-        """Both parts on one Redis: `RequestQueue.redis` and `ResultStore.redis`."""
-        queue = RequestQueue.redis(
+        """Both parts on one Redis: `RequestQueue.redis` and `ResultStore.redis` (a response
+        is stored and its request acknowledged by one script)."""
+        from agentensemble.network._redis_queue import RedisRequestQueue
+        from agentensemble.network._redis_results import RedisResultStore
+        from agentensemble.network._transport import RedisTransport
+
+        queue = RedisRequestQueue(
             url,
             heartbeat_ttl=heartbeat_ttl,
             visibility_timeout=visibility_timeout,
             max_deliveries=max_deliveries,
         )
-        return Transport.durable(name, queue, ResultStore.redis(url))
+        return RedisTransport(name, queue, RedisResultStore(url))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from agentensemble._checks import require_text
 from agentensemble.network._spi import Received, RequestQueue, ResultStore, Transport
 from agentensemble.network._wire import WorkRequest, WorkResponse
 
-__all__ = ["QueueTransport"]
+if TYPE_CHECKING:
+    from agentensemble.network._redis_queue import RedisRequestQueue
+    from agentensemble.network._redis_results import RedisResultStore
+
+__all__ = ["QueueTransport", "RedisTransport"]
 
 
 class QueueTransport(Transport):
@@ -68,3 +73,24 @@ class QueueTransport(Transport):
             await self.queue.aclose()
         finally:
             await self.store.aclose()
+
+
+class RedisTransport(QueueTransport):
+    """`QueueTransport` on one Redis (`Transport.redis`): a response is stored and its
+    request acknowledged by one script."""
+
+    def __init__(self, name: str, queue: RedisRequestQueue, store: RedisResultStore) -> None:
+        super().__init__(name, queue, store)
+        self._redis_queue = queue
+
+    def __repr__(self) -> str:
+        return f"Transport.redis({self.name!r})"  # the URL may hold a password
+
+    async def send(self, request: WorkRequest, *, to: str | None = None) -> bool:
+        """Queue `request` unless its id was accepted in the last day (the enqueue script's
+        dedupe record outlives every result, so no separate lookup of the result)."""
+        return await self.queue.enqueue(to or self.name, request)
+
+    async def deliver(self, response: WorkResponse) -> bool:
+        """Store the response once and acknowledge its request, in one step."""
+        return await self._redis_queue.answer(self.name, response)
