@@ -174,3 +174,18 @@ async def test_wait_sees_a_response_stored_before_or_while_waiting() -> None:
     assert await store.wait("before", 0) == done("before")
     assert await waiting == done("during")
     assert await store.wait("never", 0.01) is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"heartbeat_ttl": timedelta(0)}, "heartbeat_ttl must be a positive timedelta"),
+        ({"visibility_timeout": 300}, "visibility_timeout must be a positive timedelta"),
+        ({"max_deliveries": 0}, "max_deliveries must be an int >= 1, got: 0"),
+    ],
+)
+def test_bad_redis_queue_settings_are_refused_before_connecting(
+    settings: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        RequestQueue.redis("redis://127.0.0.1:1/0", **settings)  # type: ignore[arg-type]

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import ValidationError as SchemaError
 
 from agentensemble._extras import require
 from agentensemble._logging import get_logger
+from agentensemble.errors import ValidationError
 from agentensemble.network import _redis_keys as keys
 from agentensemble.network import _redis_scripts as scripts
 from agentensemble.network._spi import RESULT_TTL, BadRequest, Received, RequestQueue
@@ -78,15 +79,34 @@ class RedisRequestQueue(RequestQueue):
         max_deliveries: int = 3,
     ) -> None:
         require("redis.asyncio", "redis")
-        if heartbeat_ttl <= timedelta(0) or visibility_timeout <= timedelta(0):
-            raise ValueError("heartbeat_ttl and visibility_timeout must be positive")
-        if max_deliveries < 1:
-            raise ValueError(f"max_deliveries must be at least 1, not {max_deliveries}")
+        for name, value in (
+            ("heartbeat_ttl", heartbeat_ttl),
+            ("visibility_timeout", visibility_timeout),
+        ):
+            if not isinstance(value, timedelta) or value <= timedelta(0):
+                raise ValidationError(
+                    f"RequestQueue.redis {name} must be a positive timedelta, got: {value!r}"
+                )
+        if (
+            isinstance(max_deliveries, bool)
+            or not isinstance(max_deliveries, int)
+            or (max_deliveries < 1)
+        ):
+            raise ValidationError(
+                f"RequestQueue.redis max_deliveries must be an int >= 1, got: {max_deliveries!r}"
+            )
         self._url = url
         self._heartbeat_ttl = heartbeat_ttl.total_seconds()
         self._visibility = visibility_timeout.total_seconds()
         self._max_deliveries = max_deliveries
         self._period = min(self._heartbeat_ttl / 3, self._visibility / 4)
+        # A lapsed heartbeat is noticed within a tenth of its lifetime: a dead worker's
+        # request waits the heartbeat's lifetime, and little more, before a peer takes it.
+        self._reclaim_period = self._period * 0.3
+        # The key lives a reclaim period less than heartbeat_ttl, so that a dead worker's
+        # requests are taken within heartbeat_ttl of its last beat; a live worker refreshes
+        # it every third of heartbeat_ttl, with more than half of it to spare.
+        self._beat_ms = int((self._heartbeat_ttl - self._reclaim_period) * 1000)
         self._errors: Any = require("redis.exceptions", "redis")
         self._lock = threading.Lock()  # guards _taken, read by the heartbeat thread
         self._reset()
@@ -163,7 +183,7 @@ class RedisRequestQueue(RequestQueue):
 
     async def _next_entry(self, queue: str, deadline: float) -> _Entry | None:
         """One round: the buffer, a reclaim pass when due, a priority read, then a blocking
-        read of at most one heartbeat period."""
+        read until the next reclaim pass is due."""
         ready = self._ready.get(queue)
         if ready:
             return ready.popleft()
@@ -171,7 +191,7 @@ class RedisRequestQueue(RequestQueue):
         if entry is None:
             entry = await self._with_groups(queue, lambda: self._read_next(queue))
         if entry is None:
-            block = min(deadline - time.monotonic(), self._period)
+            block = min(deadline - time.monotonic(), self._reclaim_period)
             if block > 0:
                 entry = await self._with_groups(queue, lambda: self._read_blocking(queue, block))
         return entry
@@ -257,7 +277,7 @@ class RedisRequestQueue(RequestQueue):
         now = time.monotonic()
         if now < self._reclaim_at.get(queue, 0.0):
             return None
-        self._reclaim_at[queue] = now + self._period
+        self._reclaim_at[queue] = now + self._reclaim_period
         claimed, cursors, more, answered = await self._script(scripts.RECLAIM)(
             keys=[*_streams(queue), *_entries(queue), keys.dead_key(queue)],
             args=self._reclaim_args(queue),
@@ -364,7 +384,7 @@ class RedisRequestQueue(RequestQueue):
         if self._heartbeat is not None:
             return
         key = keys.heartbeat_key(self._consumer)
-        await client.set(key, 1, px=int(self._heartbeat_ttl * 1000))
+        await client.set(key, 1, px=self._beat_ms)
         if self._heartbeat is None:
             self._heartbeat = _Heartbeat(self, key)
             self._heartbeat.start()
@@ -430,7 +450,7 @@ class _Heartbeat(threading.Thread):
     def _beat(self, client: Any, touch: Any) -> None:
         queue = self._queue
         try:
-            client.set(self._key, 1, px=int(queue._heartbeat_ttl * 1000))
+            client.set(self._key, 1, px=queue._beat_ms)
             for group, held in queue._held().items():
                 touch(
                     keys=[stream for stream, _ in held],
@@ -478,7 +498,7 @@ def _parse(entry: _Entry) -> Received:
         return BadRequest(fallback, f"queue entry {entry.entry_id} has no 'payload' field")
     try:
         return WorkRequest.model_validate_json(payload)
-    except ValidationError as error:
+    except SchemaError as error:
         return BadRequest(_request_id_of(payload) or fallback, _describe(error))
 
 
@@ -491,7 +511,7 @@ def _request_id_of(payload: str) -> str | None:
     return request_id if isinstance(request_id, str) and request_id.strip() else None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: SchemaError) -> str:
     """``invalid request: priority: Input should be ... (got 'URGENT'); ...``."""
     problems = []
     for problem in error.errors(include_url=False):
