@@ -9,11 +9,14 @@ with ``agentensemble worker`` serving `bench/_network_app.py`; this process driv
 (`network_peers/_drive.py`). Per fleet size and model (``instant``, and ``slow``: 50 ms of
 latency): throughput with 500 requests in flight; then end-to-end p50/p99 and pickup
 (enqueue to start of work) p50/p99 with half as many requests in flight as the fleet has
-slots (processes x concurrency), so that latency is the queue's, not a backlog's. Then the reclaim time after a SIGKILL (a worker holding
-a request is killed; time until a peer has claimed it), p99 over `--reclaims`; a worker
-process's RSS before and after `--rss-requests` instant requests; and arq and taskiq-redis,
-each in a virtualenv of its own (``.venv-bench-arq``, ``.venv-bench-taskiq``, made on first
-use), serving the same two jobs with their default settings and 4 processes.
+slots (processes x concurrency), so that latency is the queue's, not a backlog's.
+
+Then the reclaim time after a SIGKILL (a worker holding a request is killed; time until a
+peer has claimed it), p99 over `--reclaims`; a worker process's RSS before and after
+`--rss-requests` instant requests; and arq and taskiq-redis, each in a virtualenv of its
+own (``.venv-bench-arq``, ``.venv-bench-taskiq``, made on first use), serving the same two
+jobs with their default settings and 4 processes (their clients wait for results by
+polling every 50 ms: neither announces a result).
 
 Budgets (issue 24): pickup p99 <= 50 ms, reclaim p99 <= 3 s, >= 1,500 instant requests/s
 with 4 workers, and >= 2x the better of arq and taskiq-redis.

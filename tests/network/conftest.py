@@ -135,7 +135,9 @@ class Fleet:
     url: str
     parents: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, processes: int = 1, **environment: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, processes: int = 1, *options: str, **environment: str
+    ) -> subprocess.Popen[bytes]:
         env = {**os.environ, "AGENTENSEMBLE_REDIS_URL": self.url, **environment}
         command = [
             sys.executable,
@@ -151,6 +153,7 @@ class Fleet:
             "4",
             "--heartbeat-ttl",
             "1",
+            *options,
         ]
         parent = subprocess.Popen(command, cwd=ROOT, env=env)
         self.parents.append(parent)

@@ -383,3 +383,37 @@ async def test_a_delivery_the_transport_cannot_make_is_refused(
     assert response.status is ResponseStatus.FAILED
     assert response.error is not None
     assert "Delivery method WEBHOOK is not supported" in response.error
+
+
+async def test_a_served_dashboard_answers_readiness_from_the_servers_state() -> None:
+    import httpx
+
+    from agentensemble.web import WebDashboard
+
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        started.set()
+        await release.wait()
+        return "done"
+
+    dashboard = WebDashboard(port=0)
+    transport = Transport.websocket("kitchen")
+    server = EnsembleServer(kitchen(llm=FunctionModel(slow), web_dashboard=dashboard), transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        request_id = await NetworkClient(transport).submit("kitchen", "prepare-meal", "soup")
+        await started.wait()
+        origin = f"http://127.0.0.1:{dashboard.port}"
+        async with httpx.AsyncClient(base_url=origin) as http:
+            ready = await http.get("/api/health/ready")
+            runs = (await http.get("/api/runs")).json()
+            server.drain()
+            draining = await http.get("/api/health/ready")
+        release.set()
+        assert await transport.result(request_id, 10) is not None
+
+    assert (ready.status_code, ready.json()) == (200, {"status": "READY"})
+    assert (draining.status_code, draining.json()) == (503, {"status": "DRAINING"})
+    assert request_id in json.dumps(runs)  # the request's run, under its id
+    assert not dashboard.running  # the server started it, and stopped it

@@ -246,3 +246,17 @@ def test_the_worker_command_refuses_bad_input_before_starting(redis_server: Redi
     assert "cannot load tests.network.nowhere:ensemble" in missing.stderr
     assert "expected MODULE:ATTRIBUTE" in no_colon.stderr
     assert "--processes must be >= 1, got: 0" in zero.stderr
+
+
+async def test_max_requests_replaces_a_process_after_it_took_that_many(
+    fleet: Fleet, client: NetworkClient
+) -> None:
+    fleet.start(1, "--max-requests", "2")
+
+    workers = []
+    for n in range(6):  # one after the other: each process takes two, then is replaced
+        response = await client.call("fleet", "work", job(f"r{n}"), timeout=WAIT)
+        workers.append(finished_by(response))
+
+    assert len(set(workers)) == 3
+    assert workers[0] == workers[1] != workers[2] == workers[3] != workers[4] == workers[5]

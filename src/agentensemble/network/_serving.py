@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
 
@@ -83,6 +83,7 @@ class EnsembleServer:
             raise ValidationError(f"max_requests must be an int >= 1, got: {max_requests!r}")
         self.max_requests = max_requests
         self._work = SharedWork(ensemble)  # checks every shared task before anything runs
+        self._dashboard = ensemble.web_dashboard
         self.transport = transport
         self.concurrency = concurrency
         self.max_sync_threads = ensemble.max_sync_threads
@@ -114,13 +115,34 @@ class EnsembleServer:
             if self._drain_asked:
                 self._draining.set()
         try:
-            # sync tools run on daemon threads: one stuck past the drain never holds the exit
-            with _drain_on_sigterm(self), sync_pool(self.max_sync_threads):
-                self._state = ServerState.READY
-                await self._serve_until_drained()
+            async with self._shown_on_dashboard():
+                # sync tools run on daemon threads: one stuck past the drain never holds
+                # the process's exit
+                with _drain_on_sigterm(self), sync_pool(self.max_sync_threads):
+                    self._state = ServerState.READY
+                    await self._serve_until_drained()
         finally:
             self._state = ServerState.STOPPED
             self._stopped.set()
+
+    @contextlib.asynccontextmanager
+    async def _shown_on_dashboard(self) -> AsyncIterator[None]:
+        """With a dashboard: it runs while serving (each request's run shows on it) and its
+        ``/api/health/ready`` answers from this server's state."""
+        dashboard = self._dashboard
+        if dashboard is None:
+            yield
+            return
+        await dashboard.acquire_for_run()
+        dashboard.readiness = self._readiness
+        try:
+            yield
+        finally:
+            dashboard.readiness = None
+            await dashboard.release_for_run()
+
+    def _readiness(self) -> str:
+        return self._state.value
 
     def drain(self) -> None:
         """Stop taking requests and finish (from any thread; returns at once)."""

@@ -171,9 +171,16 @@ class _Endpoints:
     async def ready(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
+        state = self._state()
+        return JSONResponse({"status": state}, status_code=200 if state == "READY" else 503)
+
+    def _state(self) -> str:
+        """STOPPING while the server stops; else the state of what the dashboard serves
+        (a serving ensemble's READY, DRAINING...), or READY."""
         if self.stopping.is_set():
-            return JSONResponse({"status": "STOPPING"}, status_code=503)
-        return JSONResponse({"status": "READY"})
+            return "STOPPING"
+        readiness = self.dashboard.readiness
+        return "READY" if readiness is None else str(readiness())
 
     async def status(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -185,7 +192,7 @@ class _Endpoints:
         return JSONResponse(
             {
                 "status": "STOPPING" if self.stopping.is_set() else "READY",
-                "lifecycleState": "STOPPING" if self.stopping.is_set() else "READY",
+                "lifecycleState": self._state(),
                 "mode": self.hub.mode,
                 "version": __version__,
                 "clients": len(self.hub.clients),

@@ -112,6 +112,9 @@ class WebDashboard:
         """Add to an ensemble's `listeners` (or `RunOptions.listeners`) to show its runs."""
         self.review_handler = WebReviewHandler(self)
         """Set as an ensemble's `review_handler` to decide its reviews in the page."""
+        self.readiness: Callable[[], str] | None = None
+        """What ``/api/health/ready`` reports: a serving ensemble sets its server's state
+        (READY answers 200, STARTING, DRAINING and STOPPED 503); None: READY."""
         self._lock = threading.RLock()
         self._server: _Server | None = None
         self._stopping: _Server | None = None
