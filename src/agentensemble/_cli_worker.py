@@ -39,7 +39,9 @@ def add_worker_command(commands: Any) -> None:
         "worker", help="serve an ensemble's shared tasks and tools from a Redis queue"
     )
     worker.add_argument(
-        "target", help="MODULE:ATTRIBUTE naming an Ensemble, or a function returning one"
+        "target",
+        help="MODULE:ATTRIBUTE naming an Ensemble (or a function returning one), or an "
+        "ensemble YAML file with shared_tasks or shared_tools",
     )
     worker.add_argument(
         "--redis",
@@ -103,9 +105,12 @@ def _bad_numbers(args: argparse.Namespace) -> str | None:
 
 
 def load_ensemble(target: str) -> Ensemble:
-    """The `Ensemble` that ``MODULE:ATTRIBUTE`` names (calling it when it is a function)."""
+    """The `Ensemble` that ``MODULE:ATTRIBUTE`` names (calling it when it is a function),
+    or that a YAML file (or a directory of them) declares."""
     from agentensemble.ensemble import Ensemble
 
+    if target.endswith((".yaml", ".yml")) or os.path.isdir(target):
+        return Ensemble.from_yaml(target)
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:ATTRIBUTE, got: {target!r}")

@@ -357,10 +357,15 @@ class Ensemble(EnsembleSettings):
 
     @classmethod
     def _checked_from(cls, **fields: Any) -> Ensemble:
-        """An ensemble of `fields`, checked as its first run will check it."""
+        """An ensemble of `fields`, checked as its first run will check it (one that only
+        serves shared tasks and tools is checked when it starts serving)."""
         from agentensemble._run import checked_ensemble
 
-        return checked_ensemble(cls(**fields))
+        ensemble = cls(**fields)
+        serves_only = not (ensemble.tasks or ensemble.phases or ensemble.loops or ensemble.graph)
+        if serves_only and (ensemble.shared_tasks or ensemble.shared_tools):
+            return ensemble
+        return checked_ensemble(ensemble)
 
     def run_many(
         self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -359,3 +360,33 @@ def test_names_are_text_whatever_they_look_like(tmp_path: Path) -> None:
     )
     ensemble = Ensemble.from_yaml(path, llm=ScriptedModel([]))
     assert [task.name for task in ensemble.tasks] == ["1", "true"]
+
+
+def test_shared_tasks_and_tools_for_serving_are_declared_by_name(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "kitchen.yaml",
+        "name: kitchen\n"
+        "drain_timeout: 30\n"
+        "tasks:\n"
+        "  plan: {description: Plan the menu}\n"
+        "  cook: {description: Cook what the request asks for}\n"
+        "shared_tasks: [cook]\n"
+        "shared_tools:\n"
+        "  add: calculator\n",
+    )
+
+    ensemble = Ensemble.from_yaml(path, llm=echo_model())
+
+    assert [task.description for task in ensemble.tasks] == ["Plan the menu"]
+    assert [task.description for task in ensemble.shared_tasks.values()] == [
+        "Cook what the request asks for"
+    ]
+    assert list(ensemble.shared_tools) == ["add"]
+    assert ensemble.drain_timeout == timedelta(seconds=30)
+
+    write(path, "tasks:\n  cook: {description: Cook}\nshared_tasks: [cok]\n")
+    with pytest.raises(EnsembleFileError) as caught:
+        Ensemble.from_yaml(path, llm=echo_model())
+    assert str(caught.value) == (
+        f"{path}:3:16: shared_tasks[0]: no task named 'cok'; did you mean 'cook'?"
+    )

@@ -136,7 +136,11 @@ class Fleet:
     parents: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(
-        self, processes: int = 1, *options: str, **environment: str
+        self,
+        processes: int = 1,
+        *options: str,
+        target: str = "tests.network.fleet:ensemble",
+        **environment: str,
     ) -> subprocess.Popen[bytes]:
         env = {**os.environ, "AGENTENSEMBLE_REDIS_URL": self.url, **environment}
         command = [
@@ -144,7 +148,7 @@ class Fleet:
             "-m",
             "agentensemble.cli",
             "worker",
-            "tests.network.fleet:ensemble",
+            target,
             "--redis",
             self.url,
             "--processes",

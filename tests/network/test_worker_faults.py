@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -239,10 +240,13 @@ def test_the_worker_command_refuses_bad_input_before_starting(redis_server: Redi
         )
 
     missing = worker("tests.network.nowhere:ensemble", "--redis", redis_server.url)
+    bad_file = worker(str(ROOT / "examples" / "yaml" / "nowhere.yaml"))
     no_colon = worker("tests.network.fleet", "--redis", redis_server.url)
     zero = worker("tests.network.fleet:ensemble", "--processes", "0")
 
     assert (missing.returncode, no_colon.returncode, zero.returncode) == (2, 2, 2)
+    assert bad_file.returncode == 2
+    assert "nowhere.yaml" in bad_file.stderr
     assert "cannot load tests.network.nowhere:ensemble" in missing.stderr
     assert "expected MODULE:ATTRIBUTE" in no_colon.stderr
     assert "--processes must be >= 1, got: 0" in zero.stderr
@@ -260,3 +264,17 @@ async def test_max_requests_replaces_a_process_after_it_took_that_many(
 
     assert len(set(workers)) == 3
     assert workers[0] == workers[1] != workers[2] == workers[3] != workers[4] == workers[5]
+
+
+async def test_a_worker_serves_the_shared_tools_of_a_yaml_file(
+    fleet: Fleet, client: NetworkClient, tmp_path: Path
+) -> None:
+    desk = tmp_path / "desk.yaml"
+    desk.write_text("name: fleet\nshared_tools:\n  add: calculator\n", encoding="utf-8")
+    fleet.start(target=str(desk))
+
+    response = await client.call("fleet", "add", '{"expression": "2 + 40"}', timeout=WAIT)
+
+    assert response.status is ResponseStatus.COMPLETED
+    assert response.result is not None
+    assert "42" in response.result

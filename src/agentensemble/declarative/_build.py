@@ -109,16 +109,46 @@ class Builder:
                 self._agents[name] = built
         for name in spec.tasks:
             self.task(name, ())
+        shared = self.shared_tasks()
         if spec.phases:
             arguments["phases"] = self.phases()
         else:
-            arguments["tasks"] = [self._tasks[name] for name in spec.tasks if name in self._tasks]
+            arguments["tasks"] = [
+                self._tasks[name] for name in self._run_tasks() if name in self._tasks
+            ]
+        if shared:
+            arguments["shared_tasks"] = shared
+        if spec.shared_tools:
+            arguments["shared_tools"] = self.shared_tools()
         arguments["agents"] = [
             agent for agent in self._agents.values() if not self._is_assigned(agent)
         ]
         arguments["inputs"] = dict(spec.inputs)  # numbers as text, None as "": check_inputs
         arguments.update(self.settings())
         return {key: value for key, value in arguments.items() if value is not None}
+
+    def _run_tasks(self) -> list[str]:
+        """The names of the tasks the run runs: every task but the shared ones."""
+        shared = set(self.spec.shared_tasks)
+        return [name for name in self._names("tasks") if name not in shared]
+
+    def shared_tasks(self) -> dict[str, Task[Any]]:
+        shared: dict[str, Task[Any]] = {}
+        for index, name in enumerate(self.spec.shared_tasks):
+            if name not in self._names("tasks"):
+                hint = did_you_mean(name, self._names("tasks"))
+                self.fail(("shared_tasks", index), f"no task named '{name}'{hint}")
+            elif name in self._tasks:
+                shared[name] = self._tasks[name]
+        return shared
+
+    def shared_tools(self) -> dict[str, object]:
+        shared: dict[str, object] = {}
+        for name, entry in self.spec.shared_tools.items():
+            made = self.tool(entry, ("shared_tools", name))
+            if made is not None:
+                shared[name] = made
+        return shared
 
     def _is_assigned(self, agent: Agent) -> bool:
         return any(task.agent is agent for task in self._tasks.values())
@@ -270,7 +300,7 @@ class Builder:
                     self.fail(where, f"task '{task}' is already in phase '{placed[task]}'")
                 else:
                     placed[task] = name
-        for task in self._names("tasks"):
+        for task in self._run_tasks():
             if task not in placed:
                 self.fail(
                     ("tasks", task), "in no phase: with phases, every task belongs to one", key=True
@@ -329,6 +359,8 @@ class Builder:
         if spec.checkpoint is not None:
             settings["checkpoint"] = self.base_dir / spec.checkpoint
         settings["review_handler"] = self._review_handler()
+        if spec.drain_timeout is not None:
+            settings["drain_timeout"] = spec.drain_timeout
         for name in ("listeners", "hooks", "delegation_policies"):
             settings[name] = self.imported_list(getattr(spec, name), (name,), instantiate=True)
         return settings
@@ -371,17 +403,16 @@ class Builder:
     # tools and imports
 
     def tool_list(self, entries: list[Any], path: Path_) -> list[object]:
-        tools: list[object] = []
-        for index, entry in enumerate(entries):
-            where = (*path, index)
-            try:
-                made = make_tool(entry, self.tools, self.base_dir, path=where, mcp=self.mcp)
-            except (ToolProblem, AgentEnsembleError, ImportFailed, ImportError) as error:
-                self.fail(where, _message(error))
-            else:
-                if made is not None:
-                    tools.append(made)
-        return tools
+        made = (self.tool(entry, (*path, index)) for index, entry in enumerate(entries))
+        return [tool for tool in made if tool is not None]
+
+    def tool(self, entry: Any, where: Path_) -> object | None:
+        """The tool an entry declares (None after reporting why it cannot be made)."""
+        try:
+            return make_tool(entry, self.tools, self.base_dir, path=where, mcp=self.mcp)
+        except (ToolProblem, AgentEnsembleError, ImportFailed, ImportError) as error:
+            self.fail(where, _message(error))
+            return None
 
     def imported(self, import_path: str, path: Path_, *, instantiate: bool = False) -> Any:
         try:

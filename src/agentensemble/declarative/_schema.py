@@ -287,6 +287,14 @@ class EnsembleSpec(_Spec):
     """Before-hooks of model and tool calls."""
     delegation_policies: list[ImportPath] = Field(default_factory=list)
     """Policies checked before each delegation."""
+    shared_tasks: list[str] = Field(default_factory=list)
+    """Names of entries of ``tasks`` that other ensembles ask for by name while this one
+    serves (``agentensemble worker``); a shared task is not part of the run."""
+    shared_tools: dict[str, Tool] = Field(default_factory=dict)
+    """Tools other ensembles call by name while this one serves: a built-in tool's name, an
+    import path, or a mapping, as in an agent's ``tools``."""
+    drain_timeout: float | None = Field(default=None, gt=0)
+    """Seconds a serving ensemble told to stop lets its requests in flight finish."""
 
 
 ENTRY_MODELS: dict[str, type[BaseModel]] = {
