@@ -321,3 +321,29 @@ async def test_the_redis_transport_answers_and_acknowledges_in_one_step(
         # the id stays deduped as long as its result is kept, not a day
         dedupe_ms = await raw.pttl("agentensemble:request:jobs:r1")
         assert 0 < dedupe_ms <= 3_600_000
+
+
+async def test_a_requests_events_are_followed_through_redis(redis_url: str) -> None:
+    from agentensemble import Ensemble, FunctionModel, Task
+    from agentensemble.network import EnsembleServer, NetworkClient, Transport
+    from agentensemble.observability import ExecutionTrace
+
+    kitchen = Ensemble(
+        name="kitchen",
+        llm=FunctionModel(lambda messages, tools: "soup is ready"),
+        shared_tasks={"cook": Task("Cook what the request asks for")},
+    )
+    async with Transport.redis("kitchen", redis_url, heartbeat_ttl=HEARTBEAT) as transport:
+        server = EnsembleServer(kitchen, transport)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(server.serve())
+            client = NetworkClient(transport)
+            request_id = await client.submit("kitchen", "cook", "soup")
+            events = [event async for event in client.events(request_id, timeout=30)]
+            server.drain()
+
+    assert events[0].type == "ensemble_started"
+    assert {event.ensemble_id for event in events} == {request_id}
+    assert [task.final_output for task in ExecutionTrace.from_events(events).task_traces] == [
+        "soup is ready"
+    ]

@@ -417,3 +417,42 @@ async def test_a_served_dashboard_answers_readiness_from_the_servers_state() -> 
     assert (draining.status_code, draining.json()) == (503, {"status": "DRAINING"})
     assert request_id in json.dumps(runs)  # the request's run, under its id
     assert not dashboard.running  # the server started it, and stopped it
+
+
+async def test_a_caller_follows_a_requests_events_and_folds_them_into_its_trace(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    from agentensemble.observability import ExecutionTrace
+
+    transport, _ = served
+    client = NetworkClient(transport)
+    request_id = await client.submit("kitchen", "prepare-meal", "one soup")
+
+    events = [event async for event in client.events(request_id, timeout=10)]
+    response = await client.result(request_id, 0.1)
+
+    types = [event.type for event in events]
+    assert types[0] == "ensemble_started"
+    assert "task_completed" in types
+    assert {event.ensemble_id for event in events} == {request_id}
+    trace = ExecutionTrace.from_events(events)
+    assert [task.final_output for task in trace.task_traces] == [response.result]
+
+
+async def test_a_tool_request_has_no_events_and_following_it_ends_with_its_response(
+    served: tuple[Transport, EnsembleServer],
+) -> None:
+    transport, _ = served
+    client = NetworkClient(transport)
+    request_id = await client.submit("kitchen", "add", '{"a": 1, "b": 2}')
+
+    assert [event async for event in client.events(request_id, timeout=10)] == []
+    assert (await client.result(request_id, 0.1)).result == "3"
+
+
+async def test_following_a_request_nobody_answers_ends_with_a_network_error() -> None:
+    client = NetworkClient(Transport.websocket("kitchen"))
+    request_id = await client.submit("kitchen", "add", "{}")
+
+    with pytest.raises(NetworkError, match=request_id):
+        [event async for event in client.events(request_id, timeout=0.05)]

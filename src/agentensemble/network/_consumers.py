@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from agentensemble._checks import require_seconds, require_text
 from agentensemble.errors import AgentEnsembleError, ValidationError
@@ -16,11 +19,17 @@ from agentensemble.network._wire import (
 )
 from agentensemble.tools import ToolResult
 
+if TYPE_CHECKING:
+    from agentensemble.observability import Event
+
 __all__ = ["NetworkClient", "NetworkError", "NetworkTask", "NetworkTool"]
 
 DEFAULT_TIMEOUT = timedelta(minutes=2)
 """How long a `NetworkTask` or `NetworkTool` waits for its response when not told."""
 
+
+_FOLLOW_WAIT = 0.25
+"""Seconds `NetworkClient.events` waits for new events before it checks for the response."""
 
 DEADLINE_GRACE = 2.0
 """Seconds a caller waits past a request's deadline for the response that reports it."""
@@ -107,6 +116,35 @@ class NetworkClient:
             deadline=timedelta(seconds=seconds),
         )
         return await self.result(request_id, seconds + DEADLINE_GRACE)
+
+    async def events(
+        self, request_id: str, timeout: timedelta | float = DEFAULT_TIMEOUT
+    ) -> AsyncIterator[Event]:
+        """The events of the run answering `request_id` as they happen (``async for``),
+        ending once the response is there; `NetworkError` when it is not within `timeout`.
+        ``ExecutionTrace.from_events`` folds them into the run's trace. A shared tool's
+        request has no run, so no events."""
+        from agentensemble.observability import parse_event
+
+        seconds = _seconds(timeout, "events() timeout")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        cursor: str | None = None
+        while True:
+            wait = max(0.0, min(_FOLLOW_WAIT, deadline - loop.time()))
+            batch, cursor = await self.transport.read_events(request_id, cursor, wait)
+            for data in batch:
+                yield parse_event(data)
+            if batch:
+                continue
+            # Every event is logged before the response is stored: once it is, read the rest.
+            if await self.transport.result(request_id, 0) is not None:
+                rest, cursor = await self.transport.read_events(request_id, cursor, 0)
+                for data in rest:
+                    yield parse_event(data)
+                return
+            if loop.time() >= deadline:
+                raise NetworkError(f"No response to request '{request_id}' within {seconds:g} s")
 
 
 class _RemoteTool:

@@ -26,6 +26,7 @@ __all__ = [
     "async_client",
     "dead_key",
     "entries_key",
+    "events_key",
     "group_name",
     "heartbeat_key",
     "notify_channel",
@@ -74,6 +75,11 @@ def heartbeat_key(consumer: str) -> str:
 def result_key(request_id: str) -> str:
     """The stored response of `request_id`."""
     return f"{PREFIX}result:{request_id}"
+
+
+def events_key(request_id: str) -> str:
+    """The stream of a request's run events (its progress, for callers who follow it)."""
+    return f"{PREFIX}events:{request_id}"
 
 
 def notify_channel(request_id: str) -> str:

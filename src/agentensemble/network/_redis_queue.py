@@ -32,7 +32,7 @@ from agentensemble.network._spi import RESULT_TTL, BadRequest, Received, Request
 from agentensemble.network._wire import Priority, WorkRequest, WorkResponse
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
@@ -46,6 +46,7 @@ _PRIORITIES = tuple(Priority)
 _DEDUPE_TTL = timedelta(days=1)
 _SCAN_COUNT = 100
 """Pending entries looked at per stream by one reclaim pass (the next pass goes on)."""
+_EVENTS_PER_READ = 1_000
 RELEASED = "released"
 """The consumer released entries are handed to: it has no heartbeat, so peers take them."""
 
@@ -354,6 +355,31 @@ class RedisRequestQueue(RequestQueue):
             ],
         )
         return bool(won)
+
+    async def record_events(self, request_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """Append wire events to the request's event stream (one round trip), kept as long
+        as results are."""
+        key = keys.events_key(request_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for event in events:
+                pipe.xadd(key, {"event": json.dumps(event)})
+            pipe.pexpire(key, int(RESULT_TTL.total_seconds() * 1000))
+            await pipe.execute()
+
+    async def read_events(
+        self, request_id: str, cursor: str | None, timeout: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The events after stream entry `cursor`, blocking up to `timeout` seconds."""
+        block = int(timeout * 1000) if timeout > 0 else None
+        reply = await self._client.xread(
+            {keys.events_key(request_id): cursor or "0-0"}, count=_EVENTS_PER_READ, block=block
+        )
+        events = []
+        for _, entries in _stream_replies(reply):
+            for entry_id, fields in entries:
+                events.append(json.loads(fields["event"]))
+                cursor = entry_id
+        return events, cursor
 
     async def release(self, queue: str, request_id: str) -> None:
         """Hand the request back: its entry goes to a consumer without a heartbeat, which

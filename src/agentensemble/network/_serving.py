@@ -82,7 +82,7 @@ class EnsembleServer:
         ):
             raise ValidationError(f"max_requests must be an int >= 1, got: {max_requests!r}")
         self.max_requests = max_requests
-        self._work = SharedWork(ensemble)  # checks every shared task before anything runs
+        self._work = SharedWork(ensemble, transport)  # checks each shared task first
         self._dashboard = ensemble.web_dashboard
         self.transport = transport
         self.concurrency = concurrency

@@ -3,6 +3,7 @@ one is answered."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING, Any, cast
 from agentensemble._checks import is_blank
 from agentensemble.enums import ExitReason
 from agentensemble.errors import ValidationError, describe_error
+from agentensemble.network._progress import EventForwarder
 from agentensemble.options import RunOptions
 from agentensemble.task import Task
 from agentensemble.tools._resolve import expand_tool
 
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
-    from agentensemble.network._spi import Received
+    from agentensemble.network._spi import Received, Transport
     from agentensemble.network._wire import WorkRequest, WorkResponse
     from agentensemble.tools import Tool
 
@@ -77,10 +79,12 @@ class SharedWork:
     ensemble with the serving ensemble's settings (built and checked once, here), each
     shared tool is invoked with the request's JSON."""
 
-    def __init__(self, ensemble: Ensemble) -> None:
+    def __init__(self, ensemble: Ensemble, transport: Transport | None = None) -> None:
         from agentensemble._run import checked_ensemble
 
         self.name = ensemble.name or "default"
+        self.transport = transport
+        """Where each shared task's run sends its events (None: nowhere)."""
         self._runners = {
             name: checked_ensemble(_one_task(ensemble, task))
             for name, task in ensemble.shared_tasks.items()
@@ -112,7 +116,7 @@ class SharedWork:
     async def _run(self, request: WorkRequest) -> tuple[Any, str]:
         runner = self._runners.get(request.task)
         if runner is not None:
-            return await _run_task(runner, request)
+            return await _run_task(runner, request, self.transport)
         tool = self._tools.get(request.task)
         if tool is not None:
             return await _call_tool(tool, request)
@@ -135,13 +139,21 @@ def _one_task(ensemble: Ensemble, task: Task[Any]) -> Ensemble:
     )
 
 
-async def _run_task(runner: Ensemble, request: WorkRequest) -> tuple[Any, str]:
+async def _run_task(
+    runner: Ensemble, request: WorkRequest, transport: Transport | None
+) -> tuple[Any, str]:
     from agentensemble.network._wire import ResponseStatus
 
     text = request.context
-    section = f"\n\n## Request\n{text}" if text else ""
-    options = RunOptions(run_id=request.request_id, timeout=request.deadline_seconds)
-    output = await runner.arun({_REQUEST_INPUT: section}, options)
+    inputs = {_REQUEST_INPUT: f"\n\n## Request\n{text}" if text else ""}
+    forwarder = EventForwarder(transport, request.request_id) if transport else None
+    options = RunOptions(
+        run_id=request.request_id,
+        timeout=request.deadline_seconds,
+        listeners=(forwarder,) if forwarder else (),
+    )
+    async with forwarder.running() if forwarder else contextlib.nullcontext():
+        output = await runner.arun(inputs, options)
     if output.exit_reason is ExitReason.COMPLETED:
         return ResponseStatus.COMPLETED, output.raw
     if output.exit_reason is ExitReason.TIMEOUT:

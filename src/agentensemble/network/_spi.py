@@ -7,9 +7,10 @@ their own modules and load when a factory is first called.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from agentensemble.network._wire import WorkRequest, WorkResponse
 
@@ -166,6 +167,19 @@ class Transport(ABC):
 
     async def release(self, request_id: str) -> None:  # noqa: B027
         """Hand an unfinished received request back for another worker."""
+
+    async def record_events(self, request_id: str, events: Sequence[Mapping[str, Any]]) -> None:  # noqa: B027
+        """Append wire events (`serialize_event`) of the run answering `request_id` to its
+        event log, kept as long as results are (a transport without one keeps nothing)."""
+
+    async def read_events(
+        self, request_id: str, cursor: str | None, timeout: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The events logged for `request_id` after `cursor` (None: from the start), waiting
+        up to `timeout` seconds for one when there is none yet, and the cursor after them (a
+        transport without a log has none). After a worker's death the log holds what its
+        attempt sent, then the next attempt's events (``seq`` starts again at 1)."""
+        return [], cursor
 
     async def cached(self, cache_key: str) -> WorkResponse | None:
         """The response cached under `cache_key` (see `cache`); None when there is none

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentensemble._checks import require_text
 from agentensemble.network._spi import Received, RequestQueue, ResultStore, Transport
+from agentensemble.network._waiting import Waiters
 from agentensemble.network._wire import WorkRequest, WorkResponse
 
 if TYPE_CHECKING:
@@ -14,6 +18,9 @@ if TYPE_CHECKING:
     from agentensemble.network._redis_results import RedisResultStore
 
 __all__ = ["QueueTransport", "RedisTransport"]
+
+_KEPT_LOGS = 1_000
+"""Requests whose event logs an in-process transport keeps (the oldest go first)."""
 
 
 class QueueTransport(Transport):
@@ -25,6 +32,7 @@ class QueueTransport(Transport):
         self.name = require_text(name, "Transport name must not be blank")
         self.queue = queue
         self.store = store
+        self._log = _EventLog()
 
     def __repr__(self) -> str:
         return f"Transport.durable({self.name!r}, {self.queue!r}, {self.store!r})"
@@ -53,6 +61,16 @@ class QueueTransport(Transport):
         """Hand an unfinished request back to the queue."""
         await self.queue.release(self.name, request_id)
 
+    async def record_events(self, request_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """Keep the events in this process (the most recent requests' logs)."""
+        self._log.append(request_id, events)
+
+    async def read_events(
+        self, request_id: str, cursor: str | None, timeout: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The events after `cursor` (an index into this process's log)."""
+        return await self._log.read(request_id, cursor, timeout)
+
     async def cached(self, cache_key: str) -> WorkResponse | None:
         """The response the store keeps for `cache_key` on this ensemble."""
         return await self.store.retrieve(self._cache_id(cache_key))
@@ -75,6 +93,36 @@ class QueueTransport(Transport):
             await self.store.aclose()
 
 
+class _EventLog:
+    """Event logs of the last `_KEPT_LOGS` requests, in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters = Waiters(self._lock)
+        self._logs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+
+    def append(self, request_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        with self._lock:
+            log = self._logs.setdefault(request_id, [])
+            self._logs.move_to_end(request_id)
+            log.extend(dict(event) for event in events)
+            while len(self._logs) > _KEPT_LOGS:
+                self._logs.popitem(last=False)
+            self._waiters.wake_all()
+
+    async def read(
+        self, request_id: str, cursor: str | None, timeout: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        start = int(cursor or 0)
+
+        def newer() -> list[dict[str, Any]] | None:
+            events = self._logs.get(request_id, [])[start:]
+            return events or None
+
+        events = await self._waiters.wait_for(newer, timeout) or []
+        return events, str(start + len(events))
+
+
 class RedisTransport(QueueTransport):
     """`QueueTransport` on one Redis (`Transport.redis`): a response is stored and its
     request acknowledged by one script."""
@@ -94,3 +142,13 @@ class RedisTransport(QueueTransport):
     async def deliver(self, response: WorkResponse) -> bool:
         """Store the response once and acknowledge its request, in one step."""
         return await self._redis_queue.answer(self.name, response)
+
+    async def record_events(self, request_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """Append the events to the request's stream (kept as long as its result)."""
+        await self._redis_queue.record_events(request_id, events)
+
+    async def read_events(
+        self, request_id: str, cursor: str | None, timeout: float
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """The events after `cursor` (a stream entry id), blocking up to `timeout`."""
+        return await self._redis_queue.read_events(request_id, cursor, timeout)
