@@ -176,3 +176,50 @@ async def test_a_wait_survives_a_redis_restart(redis_server: Server) -> None:
     finally:
         await store.aclose()
         await writer.aclose()
+
+
+async def test_a_redis_store_refuses_a_second_event_loop_while_its_first_is_open(
+    redis_url: str,
+) -> None:
+    import threading
+
+    from agentensemble.network import ResultStore
+
+    store = ResultStore.redis(redis_url)
+    await store.retrieve("a")
+    errors: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            asyncio.run(store.retrieve("a"))
+        except RuntimeError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    await store.aclose()
+
+    assert len(errors) == 1
+    assert "in use on another event loop" in str(errors[0])
+
+
+async def test_a_second_waiter_on_a_subscribed_id_sees_a_result_announced_before_it_came(
+    redis_url: str, raw: aioredis.Redis
+) -> None:
+    from agentensemble.network import ResultStore
+
+    store = ResultStore.redis(redis_url)
+    first = asyncio.create_task(store.wait("shared", 60))
+    await eventually(lambda: _equals(subscribers(raw, "shared"), 1))
+    # the announcement came and went before the second waiter: only the key is left
+    answer = WorkResponse(request_id="shared", status=ResponseStatus.COMPLETED, result="one")
+    await raw.set("agentensemble:result:shared", answer.to_json())
+    try:
+        async with asyncio.timeout(20):  # not the 60 s the wait allows
+            second = await store.wait("shared", 60)
+    finally:
+        first.cancel()
+        await store.aclose()
+
+    assert second == answer

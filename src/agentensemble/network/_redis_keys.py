@@ -11,6 +11,7 @@ announced on the channel ``notify:{id}``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, cast
 
 from agentensemble._extras import require
@@ -24,6 +25,7 @@ __all__ = [
     "PREFIX",
     "STORE_RESULT_LUA",
     "async_client",
+    "bind_loop",
     "dead_key",
     "entries_key",
     "events_key",
@@ -98,6 +100,24 @@ end
 """
 """A Lua function: write a result once (``SET NX PX``) and publish it only if this write won.
 Scripts that answer requests start with it."""
+
+
+def bind_loop(
+    bound: asyncio.AbstractEventLoop | None, what: str
+) -> tuple[asyncio.AbstractEventLoop, bool]:
+    """The running loop, and whether the caller must drop its loop-bound state (clients,
+    tasks) because the loop it was used on has closed. Raises RuntimeError when that loop
+    is still open: an asyncio client belongs to one loop."""
+    loop = asyncio.get_running_loop()
+    if bound is None or bound is loop:
+        return loop, False
+    if bound.is_closed():
+        return loop, True
+    raise RuntimeError(
+        f"{what} is in use on another event loop: a Redis transport, queue or store belongs "
+        "to the event loop it was first used on. Make one per loop (ensemble.start() serves "
+        "on a loop of its own: give it a transport of its own)."
+    )
 
 
 MAX_CONNECTIONS = 32

@@ -11,12 +11,12 @@ is dead-lettered with a FAILED result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from agentensemble.network._spi import RESULT_TTL, BadRequest, Received, Request
 from agentensemble.network._wire import Priority, WorkRequest, WorkResponse
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
@@ -47,6 +47,7 @@ _DEDUPE_TTL = timedelta(days=1)
 _SCAN_COUNT = 100
 """Pending entries looked at per stream by one reclaim pass (the next pass goes on)."""
 _EVENTS_PER_READ = 1_000
+_RESULT_MS = int(RESULT_TTL.total_seconds() * 1000)
 RELEASED = "released"
 """The consumer released entries are handed to: it has no heartbeat, so peers take them."""
 
@@ -120,10 +121,10 @@ class RedisRequestQueue(RequestQueue):
         self._pid = os.getpid()
         self._consumer = f"{socket.gethostname()}:{self._pid}:{int(time.time() * 1000)}"
         self._client_: Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._scripts: dict[str, AsyncScript] = {}
         self._heartbeat: _Heartbeat | None = None
         self._taken: dict[tuple[str, str], _Taken] = {}
-        self._ready: dict[str, deque[_Entry]] = {}
         self._groups: set[str] = set()
         self._reclaim_at: dict[str, float] = {}
         self._cursors: dict[str, list[str]] = {}
@@ -137,6 +138,9 @@ class RedisRequestQueue(RequestQueue):
     def _client(self) -> Redis:
         if self._pid != os.getpid():
             self._reset()
+        self._loop, stale = keys.bind_loop(self._loop, "RequestQueue.redis")
+        if stale:  # its loop closed: the client and scripts were bound to it
+            self._client_, self._scripts = None, {}
         if self._client_ is None:
             self._client_ = keys.async_client(self._url, max_connections=keys.MAX_CONNECTIONS)
         return self._client_
@@ -183,11 +187,8 @@ class RedisRequestQueue(RequestQueue):
                 return None
 
     async def _next_entry(self, queue: str, deadline: float) -> _Entry | None:
-        """One round: the buffer, a reclaim pass when due, a priority read, then a blocking
-        read until the next reclaim pass is due."""
-        ready = self._ready.get(queue)
-        if ready:
-            return ready.popleft()
+        """One round: a reclaim pass when due, a priority read, then a blocking read until
+        the next reclaim pass is due."""
         entry = await self._reclaim_if_due(queue)
         if entry is None:
             entry = await self._with_groups(queue, lambda: self._read_next(queue))
@@ -234,8 +235,9 @@ class RedisRequestQueue(RequestQueue):
         return self._take(queue, int(index) - 1, entry_id, _pairs(fields))
 
     async def _read_blocking(self, queue: str, block: float) -> _Entry | None:
-        """Wait up to `block` seconds for a new entry on any stream of `queue`. Entries of
-        several streams arriving together are kept, highest priority first."""
+        """Wait up to `block` seconds for a new entry on any stream of `queue`. Of entries of
+        several streams arriving together, the highest priority one is taken and the others
+        are handed back at once (a worker takes one entry per free slot)."""
         streams = _streams(queue)
         reply = await self._client.xreadgroup(
             keys.group_name(queue),
@@ -254,7 +256,10 @@ class RedisRequestQueue(RequestQueue):
         )
         if not entries:
             return None
-        self._ready.setdefault(queue, deque()).extend(entries[1:])
+        for extra in entries[1:]:
+            with self._lock:
+                self._taken.pop((queue, f"entry:{extra.entry_id}"), None)
+            await self._release(queue, _Taken(extra.index, extra.entry_id))
         return entries[0]
 
     def _take(self, queue: str, index: int, entry_id: str, fields: dict[str, str]) -> _Entry:
@@ -301,7 +306,6 @@ class RedisRequestQueue(RequestQueue):
             mine = [
                 f"{t.index + 1}:{t.entry_id}" for (q, _), t in self._taken.items() if q == queue
             ]
-        mine.extend(f"{e.index + 1}:{e.entry_id}" for e in self._ready.get(queue, ()))
         cursors = self._cursors.get(queue) or ["-"] * len(_PRIORITIES)
         return [
             keys.group_name(queue),
@@ -315,6 +319,7 @@ class RedisRequestQueue(RequestQueue):
             keys.result_key(""),
             keys.notify_channel(""),
             int(self._heartbeat_ttl * 2) + 1,
+            keys.request_key(queue, ""),
             *cursors,
             *mine,
         ]
@@ -323,21 +328,30 @@ class RedisRequestQueue(RequestQueue):
 
     async def acknowledge(self, queue: str, request_id: str) -> None:
         """Mark the request done: ``XACK`` and ``XDEL`` its entry in one transaction."""
-        taken = self._forget(queue, request_id)
-        if taken is None:
-            return
+        async with self._settling(queue, request_id) as taken:
+            if taken is not None:
+                await self._acknowledge(queue, request_id, taken)
+
+    async def _acknowledge(self, queue: str, request_id: str, taken: _Taken) -> None:
         priority = _PRIORITIES[taken.index]
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.xack(keys.stream_key(queue, priority), keys.group_name(queue), taken.entry_id)
             pipe.xdel(keys.stream_key(queue, priority), taken.entry_id)
             pipe.hdel(keys.entries_key(queue, priority), taken.entry_id)
+            # the id stays deduped as long as results are kept, not a day
+            pipe.pexpire(keys.request_key(queue, request_id), _RESULT_MS)
             await pipe.execute()
 
     async def answer(self, queue: str, response: WorkResponse, ttl: timedelta = RESULT_TTL) -> bool:
         """Store `response` once (see `RedisResultStore.store`) and acknowledge its request,
         in one script: one round trip, and nothing between the two. False when a response
         was already stored."""
-        taken = self._forget(queue, response.request_id)
+        async with self._settling(queue, response.request_id) as taken:
+            return await self._answer(queue, response, ttl, taken)
+
+    async def _answer(
+        self, queue: str, response: WorkResponse, ttl: timedelta, taken: _Taken | None
+    ) -> bool:
         priority = _PRIORITIES[taken.index] if taken else Priority.NORMAL
         won = await self._script(scripts.ANSWER)(
             keys=[
@@ -384,15 +398,29 @@ class RedisRequestQueue(RequestQueue):
     async def release(self, queue: str, request_id: str) -> None:
         """Hand the request back: its entry goes to a consumer without a heartbeat, which
         the next reclaim pass of any worker takes from (not counted as a delivery)."""
-        taken = self._forget(queue, request_id)
-        if taken is not None:
-            await self._release(queue, taken)
+        async with self._settling(queue, request_id) as taken:
+            if taken is not None:
+                await self._release(queue, taken)
 
     async def _release(self, queue: str, taken: _Taken) -> None:
         await self._script(scripts.RELEASE)(
             keys=[keys.stream_key(queue, _PRIORITIES[taken.index])],
             args=[keys.group_name(queue), self._consumer, RELEASED, taken.entry_id],
         )
+
+    @contextlib.asynccontextmanager
+    async def _settling(self, queue: str, request_id: str) -> AsyncIterator[_Taken | None]:
+        """The entry of a request being acknowledged or released: no longer tracked (the
+        heartbeat stops covering it) unless the write fails, which puts it back, so that a
+        later try still finds it and this worker's own reclaim never re-runs it."""
+        taken = self._forget(queue, request_id)
+        try:
+            yield taken
+        except BaseException:
+            if taken is not None:
+                with self._lock:
+                    self._taken.setdefault((queue, request_id), taken)
+            raise
 
     def _forget(self, queue: str, request_id: str) -> _Taken | None:
         with self._lock:
@@ -426,18 +454,14 @@ class RedisRequestQueue(RequestQueue):
         return by_group
 
     async def aclose(self) -> None:
-        """Stop the heartbeat (its key is deleted: peers take what this worker still held),
-        hand back entries read but never returned, and close the connections."""
+        """Stop the heartbeat (its key is deleted: peers take what this worker still held)
+        and close the connections."""
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
             await asyncio.to_thread(heartbeat.join, 5.0)
         if self._client_ is None or self._pid != os.getpid():
             return
-        for queue, ready in self._ready.items():
-            for entry in ready:
-                await self._release(queue, _Taken(entry.index, entry.entry_id))
-        self._ready.clear()
         client, self._client_ = self._client_, None
         await client.aclose()
 

@@ -58,6 +58,7 @@ class RedisResultStore(ResultStore):
         """Per-process state, made lazily (a forked child makes its own)."""
         self._pid = os.getpid()
         self._client_: Redis | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._store_script: AsyncScript | None = None
         self._pubsub: PubSub | None = None
         self._waiters: dict[str, set[asyncio.Future[WorkResponse | None]]] = {}
@@ -71,6 +72,10 @@ class RedisResultStore(ResultStore):
     def _client(self) -> Redis:
         if self._pid != os.getpid():
             self._reset()
+        self._loop, stale = keys.bind_loop(self._loop, "ResultStore.redis")
+        if stale:  # its loop closed: the client, the pub/sub connection and tasks with it
+            self._reset()
+            self._loop = asyncio.get_running_loop()
         if self._client_ is None:
             self._client_ = keys.async_client(self._url, max_connections=keys.MAX_CONNECTIONS)
         return self._client_
@@ -122,6 +127,10 @@ class RedisResultStore(ResultStore):
     def _add_waiter(self, request_id: str, future: asyncio.Future[WorkResponse | None]) -> None:
         self._client  # noqa: B018 -- resets the state in a forked child first
         self._waiters.setdefault(request_id, set()).add(future)
+        if keys.notify_channel(request_id) in self._subscribed:
+            # Another waiter subscribed it already: the announcement may have come and gone,
+            # so this one reads the key too.
+            self._to_check.add(request_id)
         self._start()
         self._poke()
 
@@ -147,8 +156,9 @@ class RedisResultStore(ResultStore):
 
     def _start(self) -> None:
         """Start the background work of this store (once, on the first wait)."""
-        if self._tasks:
+        if self._tasks and not self._tasks[0].done():
             return
+        self._subscribed.clear()  # a new pub/sub connection subscribes afresh
         self._wake = asyncio.Event()
         pubsub = self._pubsub = self._client.pubsub()
         task = asyncio.create_task(self._run(self._wake, pubsub), name="agentensemble-results")

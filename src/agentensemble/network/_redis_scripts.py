@@ -82,8 +82,8 @@ RECLAIM = (
     + """
 -- KEYS: the streams (highest priority first), their entries hashes, the dead-letter stream.
 -- ARGV: group, consumer, visibility ms, orphan ms, max deliveries, scan count, result ttl ms,
---   heartbeat prefix, result prefix, notify prefix, grace s, then one cursor per stream,
---   then "index:entry" of each entry this consumer is running.
+--   heartbeat prefix, result prefix, notify prefix, grace s, request (dedupe) key prefix,
+--   then one cursor per stream, then "index:entry" of each entry this consumer is running.
 local group, me = ARGV[1], ARGV[2]
 local visibility, orphan = tonumber(ARGV[3]), tonumber(ARGV[4])
 local max_deliveries, count, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -91,7 +91,8 @@ local heartbeat, result, notify = ARGV[8], ARGV[9], ARGV[10]
 local streams = (#KEYS - 1) / 2
 local dead = KEYS[#KEYS]
 local mine = {}
-for n = 12 + streams, #ARGV do
+local request_key = ARGV[12]
+for n = 13 + streams, #ARGV do
   mine[ARGV[n]] = true
 end
 local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
@@ -110,6 +111,7 @@ local function fail(request_id, error)
   if request_id then
     local value = cjson.encode({requestId = request_id, status = 'FAILED', error = error})
     store_result(result .. request_id, notify .. request_id, value, ttl)
+    redis.call('PEXPIRE', request_key .. request_id, ttl)
   end
 end
 
@@ -156,7 +158,7 @@ end
 
 local cursors, answered = {}, 0
 for i = 1, streams do
-  cursors[i] = ARGV[11 + i]
+  cursors[i] = ARGV[12 + i]
 end
 for i = 1, streams do
   local pending = redis.pcall('XPENDING', KEYS[i], group, cursors[i], '+', count)
