@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import math
 import os
 import signal
 import subprocess
@@ -27,10 +28,14 @@ if TYPE_CHECKING:
 __all__ = ["add_worker_command", "worker_command"]
 
 _EXIT_BAD_INPUT = 2
-_QUICK_DEATH = 1.0
-"""A child that dies sooner than this many seconds after starting is restarted after a
-pause that doubles each time (up to `_MAX_PAUSE`), so a broken setup does not spin."""
+_QUICK_DEATH = 10.0
+"""A child that exits with an error sooner than this many seconds after starting is
+restarted after a pause that doubles each time (up to `_MAX_PAUSE`), so a broken setup
+does not spin."""
 _MAX_PAUSE = 10.0
+_GIVE_UP_AFTER = 5
+"""Children dying quickly one after the other that make the parent stop (exit 1): a setup
+that fails in every process (Redis refusing the password, say) is not retried forever."""
 
 
 def add_worker_command(commands: Any) -> None:
@@ -73,7 +78,7 @@ def add_worker_command(commands: Any) -> None:
 def worker_command(args: argparse.Namespace) -> int:
     """Load the ensemble, then serve it: as one child process (``--child``) or as the
     parent of ``--processes`` children."""
-    problem = _bad_numbers(args)
+    problem = _bad_numbers(args) or _bad_redis_url(args.redis)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return _EXIT_BAD_INPUT
@@ -82,13 +87,52 @@ def worker_command(args: argparse.Namespace) -> int:
     except Exception as error:
         print(f"error: cannot load {args.target}: {error}", file=sys.stderr)
         return _EXIT_BAD_INPUT
-    name = args.name or ensemble.name
-    if not name:
-        print("error: the ensemble has no name: pass --name", file=sys.stderr)
+    name: str = args.name or ensemble.name or ""
+    problem = _cannot_serve(ensemble, name)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     if args.child:
         return asyncio.run(_serve_child(ensemble, name, args))
     return _Supervisor(args, name).run()
+
+
+def _bad_redis_url(url: str) -> str | None:
+    """Why `url` cannot be used (the ``redis`` extra missing, or not a Redis URL)."""
+    from agentensemble._extras import require
+
+    try:
+        connection = require("redis.asyncio.connection", "redis")
+        connection.parse_url(url)
+    except (ImportError, ValueError) as error:
+        return f"--redis {shown_url(url)}: {error}"
+    return None
+
+
+def _cannot_serve(ensemble: Ensemble, name: str) -> str | None:
+    """What stops `ensemble` from serving (checked before any process starts)."""
+    from agentensemble.errors import ValidationError
+    from agentensemble.network._shared import SharedWork
+
+    if not name:
+        return "the ensemble has no name: pass --name"
+    if not ensemble.shared_tasks and not ensemble.shared_tools:
+        return "the ensemble shares nothing: give it shared_tasks or shared_tools"
+    try:
+        SharedWork(ensemble)  # checks each shared task as its requests' runs will
+    except ValidationError as error:
+        return str(error)
+    return None
+
+
+def shown_url(url: str) -> str:
+    """`url` with its password hidden."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
 
 
 def _bad_numbers(args: argparse.Namespace) -> str | None:
@@ -99,8 +143,8 @@ def _bad_numbers(args: argparse.Namespace) -> str | None:
     ):
         if value is not None and value < 1:
             return f"{option} must be >= 1, got: {value}"
-    if args.heartbeat_ttl <= 0:
-        return f"--heartbeat-ttl must be > 0, got: {args.heartbeat_ttl}"
+    if not math.isfinite(args.heartbeat_ttl) or args.heartbeat_ttl <= 0:
+        return f"--heartbeat-ttl must be a number of seconds > 0, got: {args.heartbeat_ttl}"
     return None
 
 
@@ -148,6 +192,8 @@ class _Supervisor:
         self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self.stopping = False
         self.pause = 0.0
+        self.quick_deaths = 0
+        self.failed = False
 
     def run(self) -> int:
         previous = {
@@ -157,7 +203,7 @@ class _Supervisor:
             for _ in range(self.args.processes):
                 self._start_child()
             print(
-                f"Serving '{self.name}' from {self.args.redis} with "
+                f"Serving '{self.name}' from {shown_url(self.args.redis)} with "
                 f"{self.args.processes} process(es) (SIGTERM or Ctrl-C drains and stops)",
                 file=sys.stderr,
             )
@@ -165,7 +211,7 @@ class _Supervisor:
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
-        return 0
+        return 1 if self.failed else 0
 
     def _stop(self, signum: int, frame: object) -> None:
         self.stopping = True
@@ -194,7 +240,18 @@ class _Supervisor:
                 f"Worker process {child.pid} ended with {child.returncode}; starting another",
                 file=sys.stderr,
             )
-        self.pause = min(max(self.pause * 2, 0.1), _MAX_PAUSE) if lived < _QUICK_DEATH else 0.0
+        # an error of its own soon after starting (a kill by a signal is not its fault)
+        quick = lived < _QUICK_DEATH and child.returncode > 0
+        self.quick_deaths = self.quick_deaths + 1 if quick else 0
+        if self.quick_deaths >= _GIVE_UP_AFTER:
+            print(
+                f"error: {self.quick_deaths} worker processes in a row died at once; stopping",
+                file=sys.stderr,
+            )
+            self.failed = True
+            self._stop(signal.SIGTERM, None)
+            return
+        self.pause = min(max(self.pause * 2, 0.1), _MAX_PAUSE) if quick else 0.0
         if self.pause:
             time.sleep(self.pause)
         if not self.stopping:
@@ -202,7 +259,9 @@ class _Supervisor:
 
     def _start_child(self) -> None:
         command = [sys.executable, "-m", "agentensemble.cli", "worker", *self._child_arguments()]
-        child = subprocess.Popen(command)
+        # the URL (it may hold a password) goes by the environment, not the command line
+        env = {**os.environ, "AGENTENSEMBLE_REDIS_URL": self.args.redis}
+        child = subprocess.Popen(command, env=env)
         self.children[child.pid] = (child, time.monotonic())
         if self.stopping:  # told to stop while this one started
             os.kill(child.pid, signal.SIGTERM)
@@ -212,8 +271,6 @@ class _Supervisor:
         arguments = [
             args.target,
             "--child",
-            "--redis",
-            args.redis,
             "--name",
             self.name,
             "--concurrency",

@@ -55,3 +55,8 @@ def ensemble() -> Ensemble:
     return Ensemble(
         name="fleet", shared_tools={"work": work}, drain_timeout=timedelta(seconds=drain)
     )
+
+
+def shares_nothing() -> Ensemble:
+    """An ensemble a worker refuses to serve (for the bad-input test)."""
+    return Ensemble(name="idle")

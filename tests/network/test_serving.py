@@ -456,3 +456,36 @@ async def test_following_a_request_nobody_answers_ends_with_a_network_error() ->
 
     with pytest.raises(NetworkError, match=request_id):
         [event async for event in client.events(request_id, timeout=0.05)]
+
+
+async def test_a_request_whose_deadline_passed_in_the_queue_is_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    calls: list[str] = []
+
+    def answer(messages: Sequence[Message], tools: Sequence[Any]) -> str:
+        calls.append("called")
+        return "late"
+
+    model = FunctionModel(answer)
+    transport = Transport.websocket("kitchen")
+    client = NetworkClient(transport)
+    an_hour_ago = time.time() - 3600
+    monkeypatch.setattr("agentensemble.network._queues.time.time", lambda: an_hour_ago)
+    request_id = await client.submit(
+        "kitchen", "prepare-meal", "soup", deadline=timedelta(minutes=1)
+    )
+    monkeypatch.undo()
+    server = EnsembleServer(kitchen(llm=model), transport)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        response = await client.result(request_id, 10)
+        server.drain()
+
+    assert response.status is ResponseStatus.FAILED
+    assert response.error is not None
+    assert "passed before it started" in response.error
+    assert calls == []

@@ -243,10 +243,20 @@ def test_the_worker_command_refuses_bad_input_before_starting(redis_server: Redi
     bad_file = worker(str(ROOT / "examples" / "yaml" / "nowhere.yaml"))
     no_colon = worker("tests.network.fleet", "--redis", redis_server.url)
     zero = worker("tests.network.fleet:ensemble", "--processes", "0")
+    shares_nothing = worker("tests.network.fleet:shares_nothing")
+    bad_url = worker("tests.network.fleet:ensemble", "--redis", "http://nowhere")
+    not_a_number = worker("tests.network.fleet:ensemble", "--heartbeat-ttl", "nan")
 
     assert (missing.returncode, no_colon.returncode, zero.returncode) == (2, 2, 2)
     assert bad_file.returncode == 2
     assert "nowhere.yaml" in bad_file.stderr
+    for refused, message in [
+        (shares_nothing, "the ensemble shares nothing"),
+        (bad_url, "--redis http://nowhere"),
+        (not_a_number, "--heartbeat-ttl must be a number of seconds > 0, got: nan"),
+    ]:
+        assert refused.returncode == 2, refused.stderr
+        assert message in refused.stderr
     assert "cannot load tests.network.nowhere:ensemble" in missing.stderr
     assert "expected MODULE:ATTRIBUTE" in no_colon.stderr
     assert "--processes must be >= 1, got: 0" in zero.stderr

@@ -69,6 +69,7 @@ class _InProcessQueue(RequestQueue):
     async def enqueue(self, queue: str, request: WorkRequest) -> bool:
         """Add `request`; False when its id is queued or taken already."""
         key = (queue, request.request_id)
+        request = request.stamped(time.time())
         with self._lock:
             if key in self._accepted:
                 return False
@@ -93,6 +94,7 @@ class _InProcessQueue(RequestQueue):
         with self._lock:
             self._taken.pop((queue, request_id), None)
             self._accepted.discard((queue, request_id))
+            self._forget(queue, request_id)
 
     async def release(self, queue: str, request_id: str) -> None:
         """Put a taken request back at the front of its queue."""
@@ -113,6 +115,9 @@ class _InProcessQueue(RequestQueue):
     @abstractmethod
     def _take(self, queue: str) -> WorkRequest | None:
         """Remove and return the next request, if any (the lock is held)."""
+
+    def _forget(self, queue: str, request_id: str) -> None:
+        """Drop what was kept about a taken request once it is done (the lock is held)."""
 
 
 class FifoQueue(_InProcessQueue):
@@ -167,6 +172,8 @@ class PriorityQueue(_InProcessQueue):
         self.aging = aging or AgingPolicy.none()
         self.max_capacity = max_capacity
         self._queues: dict[str, _Buckets] = {}
+        self._stamps: dict[tuple[str, str], float] = {}
+        """When each taken request was first queued (a released one keeps its age)."""
 
     def __repr__(self) -> str:
         return f"RequestQueue.priority(aging={self.aging!r}, max_capacity={self.max_capacity})"
@@ -181,7 +188,8 @@ class PriorityQueue(_InProcessQueue):
 
     def _put_back(self, queue: str, request: WorkRequest) -> None:
         buckets = self._queues.setdefault(queue, _Buckets())
-        buckets.by_rank[request.priority.rank].appendleft((time.monotonic(), request))
+        stamp = self._stamps.pop((queue, request.request_id), time.monotonic())
+        buckets.by_rank[request.priority.rank].appendleft((stamp, request))  # its age kept
 
     def _take(self, queue: str) -> WorkRequest | None:
         buckets = self._queues.get(queue)
@@ -195,4 +203,9 @@ class PriorityQueue(_InProcessQueue):
             if waiting
         ]
         _, _, rank = min(heads)
-        return buckets.by_rank[rank].popleft()[1]
+        stamp, request = buckets.by_rank[rank].popleft()
+        self._stamps[(queue, request.request_id)] = stamp
+        return request
+
+    def _forget(self, queue: str, request_id: str) -> None:
+        self._stamps.pop((queue, request_id), None)

@@ -547,9 +547,11 @@ def _parse(entry: _Entry) -> Received:
     if payload is None:
         return BadRequest(fallback, f"queue entry {entry.entry_id} has no 'payload' field")
     try:
-        return WorkRequest.model_validate_json(payload)
+        request = WorkRequest.model_validate_json(payload)
     except SchemaError as error:
         return BadRequest(_request_id_of(payload) or fallback, _describe(error))
+    # a stream entry's id starts with the Redis server's time of the XADD, in milliseconds
+    return request.stamped(int(entry.entry_id.split("-", 1)[0]) / 1000)
 
 
 def _request_id_of(payload: str) -> str | None:

@@ -95,6 +95,8 @@ class EnsembleServer:
         self._draining: asyncio.Event | None = None
         self._drain_asked = False
         self._stopped = threading.Event()
+        self._serving = threading.Event()
+        """Set once READY (or once serving has ended, for `start` to stop waiting)."""
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
 
@@ -120,9 +122,11 @@ class EnsembleServer:
                 # the process's exit
                 with _drain_on_sigterm(self), sync_pool(self.max_sync_threads):
                     self._state = ServerState.READY
+                    self._serving.set()
                     await self._serve_until_drained()
         finally:
             self._state = ServerState.STOPPED
+            self._serving.set()
             self._stopped.set()
 
     @contextlib.asynccontextmanager
@@ -153,15 +157,19 @@ class EnsembleServer:
             loop.call_soon_threadsafe(draining.set)
 
     def start(self) -> EnsembleServer:
-        """Serve on a thread of this server's own (see `Ensemble.start`)."""
+        """Serve on a thread of this server's own (see `Ensemble.start`); returns once the
+        server is READY, and raises what stopped it if it could not get there (its
+        dashboard's port taken, say)."""
         if self._thread is not None:
             return self
-        ready = threading.Event()
         self._thread = threading.Thread(
-            target=self._serve_on_thread, args=(ready,), name="agentensemble-server", daemon=True
+            target=self._serve_on_thread, name="agentensemble-server", daemon=True
         )
         self._thread.start()
-        ready.wait()
+        self._serving.wait()
+        if self._failure is not None:
+            self._thread.join()
+            raise self._failure
         return self
 
     def stop(self, timeout: float | None = None) -> None:
@@ -184,19 +192,14 @@ class EnsembleServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _serve_on_thread(self, ready: threading.Event) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            ready.set()
-            await self.serve()
-
+    def _serve_on_thread(self) -> None:
         try:
-            asyncio.run(main())
-        except BaseException as error:  # kept for the log: the thread has no caller
+            asyncio.run(self.serve())
+        except BaseException as error:  # `start` raises it, or the log shows it
             self._failure = error
             logger.exception("Ensemble server '%s' stopped on an error", self.transport.name)
         finally:
-            ready.set()
+            self._serving.set()
             self._stopped.set()
 
     async def _serve_until_drained(self) -> None:
@@ -319,17 +322,21 @@ async def _back_off(action: str, transport: Transport, error: Exception, failure
 
 @contextlib.contextmanager
 def _drain_on_sigterm(server: EnsembleServer) -> Iterator[None]:
-    """On the main thread, SIGTERM drains the server (the previous handler comes back
-    after)."""
+    """On the main thread, SIGTERM drains the server; the handler set before comes back
+    after."""
     loop = asyncio.get_running_loop()
-    on_main = threading.current_thread() is threading.main_thread()
-    if on_main and hasattr(signal, "SIGTERM"):
-        try:
-            loop.add_signal_handler(signal.SIGTERM, server.drain)
-        except (NotImplementedError, RuntimeError):
-            on_main = False
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        loop.add_signal_handler(signal.SIGTERM, server.drain)
+    except (NotImplementedError, RuntimeError):  # a loop without signal support
+        yield
+        return
     try:
         yield
     finally:
-        if on_main:
-            loop.remove_signal_handler(signal.SIGTERM)
+        loop.remove_signal_handler(signal.SIGTERM)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

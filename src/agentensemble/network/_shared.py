@@ -3,6 +3,7 @@ one is answered."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -14,6 +15,8 @@ from agentensemble._checks import is_blank
 from agentensemble.enums import ExitReason
 from agentensemble.errors import ValidationError, describe_error
 from agentensemble.network._progress import EventForwarder
+from agentensemble.network._spi import BadRequest
+from agentensemble.network._wire import ResponseStatus, WorkRequest, WorkResponse
 from agentensemble.options import RunOptions
 from agentensemble.task import Task
 from agentensemble.tools._resolve import expand_tool
@@ -21,7 +24,6 @@ from agentensemble.tools._resolve import expand_tool
 if TYPE_CHECKING:
     from agentensemble.ensemble import Ensemble
     from agentensemble.network._spi import Received, Transport
-    from agentensemble.network._wire import WorkRequest, WorkResponse
     from agentensemble.tools import Tool
 
 __all__ = ["SharedWork", "check_shared_tasks", "check_shared_tools"]
@@ -93,9 +95,6 @@ class SharedWork:
 
     async def answer(self, received: Received) -> WorkResponse:
         """The response to `received` (never raises but for cancellation)."""
-        from agentensemble.network._spi import BadRequest
-        from agentensemble.network._wire import ResponseStatus, WorkResponse
-
         if isinstance(received, BadRequest):
             return WorkResponse.failed(received.request_id, received.error)
         started = time.monotonic()
@@ -113,7 +112,13 @@ class SharedWork:
             )
         return WorkResponse.failed(received.request_id, text, milliseconds)
 
-    async def _run(self, request: WorkRequest) -> tuple[Any, str]:
+    async def _run(self, request: WorkRequest) -> tuple[ResponseStatus, str]:
+        left = request.seconds_left()
+        if left is not None and left <= 0:
+            return ResponseStatus.FAILED, (
+                f"The deadline of request '{request.request_id}' ({request.deadline}) passed "
+                "before it started"
+            )
         runner = self._runners.get(request.task)
         if runner is not None:
             return await _run_task(runner, request, self.transport)
@@ -141,15 +146,13 @@ def _one_task(ensemble: Ensemble, task: Task[Any]) -> Ensemble:
 
 async def _run_task(
     runner: Ensemble, request: WorkRequest, transport: Transport | None
-) -> tuple[Any, str]:
-    from agentensemble.network._wire import ResponseStatus
-
+) -> tuple[ResponseStatus, str]:
     text = request.context
     inputs = {_REQUEST_INPUT: f"\n\n## Request\n{text}" if text else ""}
     forwarder = EventForwarder(transport, request.request_id) if transport else None
     options = RunOptions(
         run_id=request.request_id,
-        timeout=request.deadline_seconds,
+        timeout=request.seconds_left(),
         listeners=(forwarder,) if forwarder else (),
     )
     async with forwarder.running() if forwarder else contextlib.nullcontext():
@@ -161,11 +164,7 @@ async def _run_task(
     return ResponseStatus.FAILED, f"The run stopped early: {output.exit_reason}"
 
 
-async def _call_tool(tool: Tool, request: WorkRequest) -> tuple[Any, str]:
-    import asyncio
-
-    from agentensemble.network._wire import ResponseStatus
-
+async def _call_tool(tool: Tool, request: WorkRequest) -> tuple[ResponseStatus, str]:
     arguments = request.context or "{}"
     try:
         parsed = json.loads(arguments)
@@ -180,7 +179,7 @@ async def _call_tool(tool: Tool, request: WorkRequest) -> tuple[Any, str]:
             f"arguments for tool '{request.task}', got: {arguments[:200]}"
         )
     try:
-        async with asyncio.timeout(request.deadline_seconds):
+        async with asyncio.timeout(request.seconds_left()):
             result = await tool.invoke(arguments)
     except TimeoutError:
         return ResponseStatus.FAILED, _deadline_passed(request)

@@ -4,6 +4,7 @@ shared by a serving ensemble (often on its own thread and loop) and its callers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -49,9 +50,9 @@ class Waiters:
         """Make every waiter try again; call it holding the lock, after the change."""
         waiting, self._waiting = self._waiting, set()
         for loop, future in waiting:
-            if loop.is_closed():
-                continue
-            loop.call_soon_threadsafe(_resolve, future)
+            # a loop closed since (on its own thread) has nobody left to wake
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, future)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -6,11 +6,12 @@ that are None are left out, unknown fields are ignored, durations are ISO 8601 (
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -137,11 +138,32 @@ class WorkRequest(_Wire):
     cache_policy: CachePolicy | None = None
     cache_key: str | None = None
     max_age: timedelta | None = None
+    _enqueued_at: float | None = PrivateAttr(default=None)
 
     @property
     def deadline_seconds(self) -> float | None:
         """`deadline` in seconds (None when the request has none)."""
         return None if self.deadline is None else self.deadline.total_seconds()
+
+    @property
+    def enqueued_at(self) -> float | None:
+        """When a queue accepted this request (seconds since the epoch; with Redis, the
+        server's clock), as a request taken from a queue says; None otherwise."""
+        return self._enqueued_at
+
+    def stamped(self, enqueued_at: float) -> WorkRequest:
+        """This request, saying it was accepted by a queue at `enqueued_at`."""
+        copy = self.model_copy()
+        copy._enqueued_at = enqueued_at
+        return copy
+
+    def seconds_left(self, now: float | None = None) -> float | None:
+        """What is left of the deadline, counted from when a queue accepted the request
+        (the wait in the queue counts); None without a deadline."""
+        if self.deadline is None:
+            return None
+        waited = 0.0 if self._enqueued_at is None else (now or time.time()) - self._enqueued_at
+        return self.deadline.total_seconds() - max(waited, 0.0)
 
 
 class WorkResponse(_Wire):
