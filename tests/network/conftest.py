@@ -10,11 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 _READY_TIMEOUT = 20.0
@@ -114,6 +115,14 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain client of `redis_server`, to look at (and tamper with) what is in Redis."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
 
 
 @pytest.fixture

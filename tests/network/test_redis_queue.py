@@ -32,13 +32,6 @@ async def queue(redis_url: str) -> AsyncIterator[RequestQueue]:
     await made.aclose()
 
 
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
-
-
 async def entries(raw: aioredis.Redis, stream: str) -> list[tuple[str, dict[str, str]]]:
     return cast("list[tuple[str, dict[str, str]]]", await raw.xrange(stream))
 

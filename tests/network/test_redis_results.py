@@ -54,13 +54,6 @@ async def store(redis_url: str) -> AsyncIterator[ResultStore]:
     await made.aclose()
 
 
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    yield client
-    await client.aclose()
-
-
 async def test_a_result_is_written_once_and_published_once(
     store: ResultStore, raw: aioredis.Redis
 ) -> None:
