@@ -48,7 +48,7 @@ from agentensemble.task import Task
 
 if TYPE_CHECKING:
     from agentensemble.checkpoints import CheckpointStore
-    from agentensemble.network import EnsembleServer, Transport
+    from agentensemble.network import DeliveryRegistry, EnsembleServer, Transport
     from agentensemble.observability._events import (
         DelegationCompletedEvent,
         DelegationFailedEvent,
@@ -407,21 +407,36 @@ class Ensemble(EnsembleSettings):
             lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
         )
 
-    async def serve(self, transport: Transport, *, concurrency: int = 8) -> None:
+    async def serve(
+        self,
+        transport: Transport,
+        *,
+        concurrency: int = 8,
+        deliveries: DeliveryRegistry | None = None,
+    ) -> None:
         """Answer requests for `shared_tasks` and `shared_tools` from `transport`, at most
         `concurrency` at a time, until drained (SIGTERM on the main thread) or cancelled.
-        Each request runs with its id as the run id and its deadline as the run's timeout.
-        See `agentensemble.network`."""
+        Each request runs with its id as the run id and what is left of its deadline as
+        the run's timeout; `deliveries` sends responses on by the methods requests name
+        (QUEUE, WEBHOOK...). See `agentensemble.network`."""
         from agentensemble.network import EnsembleServer
 
-        await EnsembleServer(self, transport, concurrency=concurrency).serve()
+        server = EnsembleServer(self, transport, concurrency=concurrency, deliveries=deliveries)
+        await server.serve()
 
-    def start(self, transport: Transport, *, concurrency: int = 8) -> EnsembleServer:
+    def start(
+        self,
+        transport: Transport,
+        *,
+        concurrency: int = 8,
+        deliveries: DeliveryRegistry | None = None,
+    ) -> EnsembleServer:
         """`serve` on a thread of its own: returns the running `EnsembleServer` (its
         `state` is READY), which ``stop()`` drains and stops."""
         from agentensemble.network import EnsembleServer
 
-        return EnsembleServer(self, transport, concurrency=concurrency).start()
+        server = EnsembleServer(self, transport, concurrency=concurrency, deliveries=deliveries)
+        return server.start()
 
 
 E = TypeVar("E", bound=StrEnum)

@@ -18,6 +18,7 @@ from agentensemble.models._messages import Message, UserMessage
 from agentensemble.network import (
     CachePolicy,
     DeliveryMethod,
+    DeliveryRegistry,
     DeliverySpec,
     EnsembleServer,
     NetworkClient,
@@ -28,6 +29,7 @@ from agentensemble.network import (
     ServerState,
     Transport,
     WorkRequest,
+    WorkResponse,
 )
 
 
@@ -382,7 +384,7 @@ async def test_a_delivery_the_transport_cannot_make_is_refused(
     assert response is not None
     assert response.status is ResponseStatus.FAILED
     assert response.error is not None
-    assert "Delivery method WEBHOOK is not supported" in response.error
+    assert "No delivery handler registered for method: WEBHOOK" in response.error
 
 
 async def test_a_served_dashboard_answers_readiness_from_the_servers_state() -> None:
@@ -489,3 +491,51 @@ async def test_a_request_whose_deadline_passed_in_the_queue_is_not_run(
     assert response.error is not None
     assert "passed before it started" in response.error
     assert calls == []
+
+
+async def test_a_registered_handler_delivers_by_its_method_and_the_store_keeps_the_result() -> None:
+    sent: list[tuple[str | None, str | None]] = []
+
+    async def webhook(spec: DeliverySpec, response: WorkResponse) -> None:
+        sent.append((spec.address, response.result))
+
+    deliveries = DeliveryRegistry().register(DeliveryMethod.WEBHOOK, webhook)
+    transport = Transport.websocket("kitchen")
+    server = EnsembleServer(kitchen(), transport, deliveries=deliveries)
+    request = WorkRequest(
+        request_id="hooked",
+        from_="test",
+        task="add",
+        context='{"a": 2, "b": 3}',
+        delivery=DeliverySpec(method=DeliveryMethod.WEBHOOK, address="https://example.com/h"),
+    )
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        await transport.send(request)
+        response = await transport.result("hooked", 10)
+        server.drain()
+
+    assert sent == [("https://example.com/h", "5")]
+    assert response is not None
+    assert response.result == "5"
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        ("STORE", "needs no handler"),
+        ("SMOKE", "Delivery method must be one of"),
+    ],
+)
+def test_bad_delivery_registrations_are_refused(method: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        DeliveryRegistry().register(method, print)
+
+
+def test_one_handler_per_delivery_method() -> None:
+    registry = DeliveryRegistry().register("queue", print)
+
+    with pytest.raises(
+        ValidationError, match="Handler already registered for delivery method: QUEUE"
+    ):
+        registry.register(DeliveryMethod.QUEUE, print)

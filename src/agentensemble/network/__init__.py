@@ -8,6 +8,7 @@ shared by a fleet of workers (``agentensemble worker``). See docs/network.md.
 """
 
 from agentensemble.network._consumers import NetworkClient, NetworkError, NetworkTask, NetworkTool
+from agentensemble.network._delivery import DeliveryHandler, DeliveryRegistry
 from agentensemble.network._queues import AgingPolicy, QueueFullError
 from agentensemble.network._serving import EnsembleServer, ServerState
 from agentensemble.network._spi import BadRequest, RequestQueue, ResultStore, Transport
@@ -26,7 +27,9 @@ __all__ = [
     "AgingPolicy",
     "BadRequest",
     "CachePolicy",
+    "DeliveryHandler",
     "DeliveryMethod",
+    "DeliveryRegistry",
     "DeliverySpec",
     "EnsembleServer",
     "NetworkClient",

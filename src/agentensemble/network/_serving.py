@@ -14,11 +14,11 @@ from agentensemble._calling import sync_pool
 from agentensemble._checks import require_seconds
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError, describe_error
+from agentensemble.network._delivery import DeliveryRegistry
 from agentensemble.network._shared import SharedWork
 from agentensemble.network._spi import Received, Transport
 from agentensemble.network._wire import (
     CachePolicy,
-    DeliveryMethod,
     ResponseStatus,
     WorkRequest,
     WorkResponse,
@@ -36,8 +36,6 @@ _RECEIVE_WAIT = 5.0
 """Seconds one receive waits before the loop asks again (a drain cancels it at once)."""
 _BACKOFF = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 """Seconds between tries after a transport error (the last repeats)."""
-_DELIVERED = frozenset({DeliveryMethod.WEBSOCKET, DeliveryMethod.STORE, DeliveryMethod.NONE})
-"""Delivery methods whose response the result store serves (the caller reads it there)."""
 _DELIVERY_TRIES = 8
 """How often a response is offered to a failing transport before its request is released."""
 
@@ -68,6 +66,7 @@ class EnsembleServer:
         *,
         concurrency: int = 8,
         max_requests: int | None = None,
+        deliveries: DeliveryRegistry | None = None,
     ) -> None:
         if not isinstance(transport, Transport):
             raise ValidationError(f"serve() transport must be a Transport, got: {transport!r}")
@@ -81,7 +80,12 @@ class EnsembleServer:
             isinstance(max_requests, bool) or not isinstance(max_requests, int) or max_requests < 1
         ):
             raise ValidationError(f"max_requests must be an int >= 1, got: {max_requests!r}")
+        if deliveries is not None and not isinstance(deliveries, DeliveryRegistry):
+            raise ValidationError(
+                f"serve() deliveries must be a DeliveryRegistry, got: {deliveries!r}"
+            )
         self.max_requests = max_requests
+        self.deliveries = deliveries or DeliveryRegistry()
         self._work = SharedWork(ensemble, transport)  # checks each shared task first
         self._dashboard = ensemble.web_dashboard
         self.transport = transport
@@ -237,7 +241,7 @@ class EnsembleServer:
     async def _handle(self, received: Received, slots: asyncio.Semaphore) -> None:
         try:
             response = await self._respond(received)
-            await self._deliver(response)
+            await self._deliver(received, response)
         except asyncio.CancelledError:
             if isinstance(received, WorkRequest):
                 await asyncio.shield(self._release(received.request_id))
@@ -252,12 +256,8 @@ class EnsembleServer:
         if not isinstance(received, WorkRequest):
             return await self._work.answer(received)
         method = received.delivery.method
-        if method not in _DELIVERED:
-            return WorkResponse.failed(
-                received.request_id,
-                f"Delivery method {method} is not supported: responses are kept in the "
-                f"transport's result store (use {', '.join(sorted(_DELIVERED))})",
-            )
+        if not self.deliveries.can_deliver(method):
+            return WorkResponse.failed(received.request_id, self.deliveries.missing(method))
         key = received.cache_key
         if key and received.cache_policy is CachePolicy.USE_CACHED:
             hit = await _or_none(self.transport.cached(key))
@@ -268,9 +268,13 @@ class EnsembleServer:
             await _or_none(self.transport.cache(key, response, received.max_age))
         return response
 
-    async def _deliver(self, response: WorkResponse) -> None:
+    async def _deliver(self, received: Received, response: WorkResponse) -> None:
+        """Hand the response to its delivery handler (if the request names one), then keep
+        it in the transport and acknowledge the request, trying again while that fails."""
         for attempt in range(1, _DELIVERY_TRIES + 1):
             try:
+                if isinstance(received, WorkRequest):
+                    await self.deliveries.deliver(received.delivery, response)
                 await self.transport.deliver(response)
             except Exception as error:
                 await _back_off("deliver to", self.transport, error, attempt)
