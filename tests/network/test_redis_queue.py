@@ -340,3 +340,23 @@ async def test_a_requests_events_are_followed_through_redis(redis_url: str) -> N
     assert [task.final_output for task in ExecutionTrace.from_events(events).task_traces] == [
         "soup is ready"
     ]
+
+
+async def test_dequeue_many_takes_at_most_count_highest_priority_first(
+    queue: RequestQueue, raw: aioredis.Redis
+) -> None:
+    for request_id, priority in [
+        ("low", Priority.LOW),
+        ("normal-1", Priority.NORMAL),
+        ("high", Priority.HIGH),
+        ("normal-2", Priority.NORMAL),
+    ]:
+        await queue.enqueue("jobs", request(request_id, priority))
+
+    first = await queue.dequeue_many("jobs", 3, 5)
+    rest = await queue.dequeue_many("jobs", 3, 5)
+
+    assert [item.request_id for item in first] == ["high", "normal-1", "normal-2"]
+    assert [item.request_id for item in rest] == ["low"]
+    pending = await raw.xpending("agentensemble:queue:jobs:NORMAL", "agentensemble:group:jobs")
+    assert pending["pending"] == 2  # taken, not yet acknowledged

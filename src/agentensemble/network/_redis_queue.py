@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError as SchemaError
 
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
 __all__ = ["RedisRequestQueue"]
+
+T = TypeVar("T")
 
 _log = get_logger(__name__)
 
@@ -172,35 +174,42 @@ class RedisRequestQueue(RequestQueue):
     async def dequeue(self, queue: str, timeout: float) -> Received | None:
         """The next request: a reclaimed one first, then the highest priority waiting one,
         blocking up to `timeout` seconds (in slices, so that reclaim keeps running)."""
+        taken = await self.dequeue_many(queue, 1, timeout)
+        return taken[0] if taken else None
+
+    async def dequeue_many(self, queue: str, count: int, timeout: float) -> list[Received]:
+        """Up to `count` requests in one round trip (a reclaimed one, or the oldest of the
+        highest priorities), blocking up to `timeout` seconds for the first."""
         await self._start_heartbeat()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             try:
-                entry = await self._next_entry(queue, deadline)
+                entries = await self._next_entries(queue, count, deadline)
             except (self._errors.ConnectionError, self._errors.TimeoutError) as error:
                 _log.warning("Redis unreachable while reading queue %r: %s", queue, error)
-                entry = None
+                entries = []
                 await _sleep_until(deadline, self._period)
-            if entry is not None:
-                return self._received(queue, entry)
+            if entries:
+                return [self._received(queue, entry) for entry in entries]
             if time.monotonic() >= deadline:
-                return None
+                return []
 
-    async def _next_entry(self, queue: str, deadline: float) -> _Entry | None:
+    async def _next_entries(self, queue: str, count: int, deadline: float) -> list[_Entry]:
         """One round: a reclaim pass when due, a priority read, then a blocking read until
         the next reclaim pass is due."""
-        entry = await self._reclaim_if_due(queue)
-        if entry is None:
-            entry = await self._with_groups(queue, lambda: self._read_next(queue))
-        if entry is None:
-            block = min(deadline - time.monotonic(), self._reclaim_period)
-            if block > 0:
-                entry = await self._with_groups(queue, lambda: self._read_blocking(queue, block))
-        return entry
+        reclaimed = await self._reclaim_if_due(queue)
+        if reclaimed is not None:
+            return [reclaimed]
+        entries = await self._with_groups(queue, lambda: self._read_next(queue, count))
+        if entries:
+            return entries
+        block = min(deadline - time.monotonic(), self._reclaim_period)
+        if block <= 0:
+            return []
+        entry = await self._with_groups(queue, lambda: self._read_blocking(queue, block))
+        return [] if entry is None else [entry]
 
-    async def _with_groups(
-        self, queue: str, call: Callable[[], Awaitable[_Entry | None]]
-    ) -> _Entry | None:
+    async def _with_groups(self, queue: str, call: Callable[[], Awaitable[T]]) -> T:
         """`call`, creating the queue's streams and group first when they are missing (a
         new queue, or a Redis that lost them)."""
         if queue not in self._groups:
@@ -224,15 +233,16 @@ class RedisRequestQueue(RequestQueue):
                     raise
         self._groups.add(queue)
 
-    async def _read_next(self, queue: str) -> _Entry | None:
-        """The oldest new entry of the highest priority stream that has one (never more)."""
+    async def _read_next(self, queue: str, count: int) -> list[_Entry]:
+        """The oldest new entries of the highest priority streams that have some (never
+        more than `count`)."""
         got = await self._script(scripts.READ_NEXT)(
-            keys=_streams(queue), args=[keys.group_name(queue), self._consumer]
+            keys=_streams(queue), args=[keys.group_name(queue), self._consumer, count]
         )
-        if not got:
-            return None
-        index, entry_id, fields = got
-        return self._take(queue, int(index) - 1, entry_id, _pairs(fields))
+        return [
+            self._take(queue, int(got[n]) - 1, got[n + 1], _pairs(got[n + 2]))
+            for n in range(0, len(got or ()), 3)
+        ]
 
     async def _read_blocking(self, queue: str, block: float) -> _Entry | None:
         """Wait up to `block` seconds for a new entry on any stream of `queue`. Of entries of

@@ -18,15 +18,27 @@ return entry
 """
 
 READ_NEXT = """
--- KEYS: the streams, highest priority first. ARGV: group, consumer.
+-- KEYS: the streams, highest priority first. ARGV: group, consumer, most entries to take.
+-- Returns {stream index, entry id, fields, ...}: the oldest new entries, highest priority
+-- first, never more than asked for.
+local wanted = tonumber(ARGV[3])
+local taken = {}
 for i = 1, #KEYS do
-  local got = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
+  if wanted <= 0 then
+    break
+  end
+  local got = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', wanted,
     'STREAMS', KEYS[i], '>')
   if got then
-    return {i, got[1][2][1][1], got[1][2][1][2]}
+    for _, entry in ipairs(got[1][2]) do
+      table.insert(taken, i)
+      table.insert(taken, entry[1])
+      table.insert(taken, entry[2])
+      wanted = wanted - 1
+    end
   end
 end
-return {}
+return taken
 """
 
 ANSWER = (

@@ -36,6 +36,8 @@ _RECEIVE_WAIT = 5.0
 """Seconds one receive waits before the loop asks again (a drain cancels it at once)."""
 _BACKOFF = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 """Seconds between tries after a transport error (the last repeats)."""
+_BATCH = 16
+"""Most requests a worker takes in one receive (one round trip to a network queue)."""
 _DELIVERY_TRIES = 8
 """How often a response is offered to a failing transport before its request is released."""
 
@@ -220,23 +222,29 @@ class EnsembleServer:
         slots = asyncio.Semaphore(self.concurrency)
         failures = taken = 0
         while self.max_requests is None or taken < self.max_requests:
-            await slots.acquire()
+            free = await _free_slots(slots, self._batch_limit(taken))
             try:
-                received = await self.transport.receive(_RECEIVE_WAIT)
+                batch = await self.transport.receive_many(free, _RECEIVE_WAIT)
             except Exception as error:  # the transport's own retries gave up: keep trying
-                slots.release()
+                _release_slots(slots, free)
                 failures += 1
                 await _back_off("receive from", self.transport, error, failures)
                 continue
             failures = 0
-            if received is None:
-                slots.release()
-                continue
-            taken += 1
-            task = group.create_task(self._handle(received, slots))
-            in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
+            _release_slots(slots, free - len(batch))
+            for received in batch:
+                taken += 1
+                task = group.create_task(self._handle(received, slots))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
         self.drain()  # took max_requests: finish them and stop
+
+    def _batch_limit(self, taken: int) -> int:
+        """Most requests to take at once: the free slots, up to `_BATCH`, and never past
+        `max_requests`."""
+        if self.max_requests is None:
+            return _BATCH
+        return min(_BATCH, self.max_requests - taken)
 
     async def _handle(self, received: Received, slots: asyncio.Semaphore) -> None:
         try:
@@ -301,6 +309,21 @@ class EnsembleServer:
         _, pending = await asyncio.wait(set(in_flight), timeout=self.drain_timeout)
         for task in pending:
             task.cancel()
+
+
+async def _free_slots(slots: asyncio.Semaphore, most: int) -> int:
+    """Wait for one free slot, then take the others free now (at most `most` in all)."""
+    await slots.acquire()
+    free = 1
+    while free < most and not slots.locked():
+        await slots.acquire()  # free now: returns at once
+        free += 1
+    return free
+
+
+def _release_slots(slots: asyncio.Semaphore, count: int) -> None:
+    for _ in range(count):
+        slots.release()
 
 
 async def _or_none(call: Awaitable[T]) -> T | None:

@@ -50,6 +50,12 @@ class RequestQueue(ABC):
         """The next request of `queue`, waiting up to `timeout` seconds for one (None when
         none came)."""
 
+    async def dequeue_many(self, queue: str, count: int, timeout: float) -> list[Received]:
+        """Up to `count` requests of `queue` at once, waiting up to `timeout` seconds for
+        the first (the default takes one; a network queue takes several per round trip)."""
+        received = await self.dequeue(queue, timeout)
+        return [] if received is None else [received]
+
     @abstractmethod
     async def acknowledge(self, queue: str, request_id: str) -> None:
         """Mark a dequeued request done: it is never handed out again."""
@@ -155,6 +161,12 @@ class Transport(ABC):
     @abstractmethod
     async def receive(self, timeout: float) -> Received | None:
         """The next request for this ensemble, waiting up to `timeout` seconds."""
+
+    async def receive_many(self, count: int, timeout: float) -> list[Received]:
+        """Up to `count` requests at once (a worker asks for as many as it has free slots),
+        waiting up to `timeout` seconds for the first; the default takes one."""
+        received = await self.receive(timeout)
+        return [] if received is None else [received]
 
     @abstractmethod
     async def deliver(self, response: WorkResponse) -> bool:

@@ -47,6 +47,10 @@ class QueueTransport(Transport):
         """The next request of this ensemble."""
         return await self.queue.dequeue(self.name, timeout)
 
+    async def receive_many(self, count: int, timeout: float) -> list[Received]:
+        """Up to `count` requests of this ensemble at once."""
+        return await self.queue.dequeue_many(self.name, count, timeout)
+
     async def deliver(self, response: WorkResponse) -> bool:
         """Store the response, then acknowledge its request."""
         stored = await self.store.store(response)
