@@ -121,9 +121,11 @@ async def test_the_same_request_id_twice_runs_once_and_both_callers_get_its_resu
 async def test_a_poison_request_is_dead_lettered_after_three_deliveries(
     fleet: Fleet, client: NetworkClient, watch: aioredis.Redis
 ) -> None:
-    fleet.start(processes=2)
+    # queued before the workers start, so that the first worker takes them all at once and
+    # the innocent requests die beside the poison one
     poison = await client.submit("fleet", "work", job("poison", "die"))
-    after = await client.submit("fleet", "work", job("after"))
+    innocent = [await client.submit("fleet", "work", job(f"innocent-{n}")) for n in range(3)]
+    fleet.start(processes=2)
 
     response = await result(client, poison)
 
@@ -131,8 +133,9 @@ async def test_a_poison_request_is_dead_lettered_after_three_deliveries(
     assert response.error is not None
     assert "dead" in response.error.lower()
     assert await runs(watch, "poison") == 3
+    for request_id in innocent:
+        assert finished_by(await result(client, request_id)) > 0
     assert await watch.xlen("agentensemble:dead:fleet") == 1
-    assert finished_by(await result(client, after)) > 0
 
 
 async def test_no_accepted_request_is_lost_when_redis_restarts(

@@ -56,10 +56,12 @@ RELEASED = "released"
 
 @dataclass(frozen=True, slots=True)
 class _Taken:
-    """Where a dequeued request sits: its stream (by priority index) and entry id."""
+    """Where a dequeued request sits: its stream (by priority index) and entry id, and
+    whether it was reclaimed from a worker that died (it may be what killed it)."""
 
     index: int
     entry_id: str
+    reclaimed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class _Entry:
     index: int
     entry_id: str
     fields: dict[str, str]
+    reclaimed: bool = False
 
 
 class RedisRequestQueue(RequestQueue):
@@ -272,26 +275,36 @@ class RedisRequestQueue(RequestQueue):
             await self._release(queue, _Taken(extra.index, extra.entry_id))
         return entries[0]
 
-    def _take(self, queue: str, index: int, entry_id: str, fields: dict[str, str]) -> _Entry:
+    def _take(
+        self,
+        queue: str,
+        index: int,
+        entry_id: str,
+        fields: dict[str, str],
+        *,
+        reclaimed: bool = False,
+    ) -> _Entry:
         """Record an entry handed to this consumer (until it is received it is tracked under
         its entry id, so that the heartbeat thread keeps it)."""
         with self._lock:
-            self._taken[(queue, f"entry:{entry_id}")] = _Taken(index, entry_id)
-        return _Entry(index, entry_id, fields)
+            self._taken[(queue, f"entry:{entry_id}")] = _Taken(index, entry_id, reclaimed)
+        return _Entry(index, entry_id, fields, reclaimed)
 
     def _received(self, queue: str, entry: _Entry) -> Received:
         """The request of `entry` (or what is wrong with it), tracked by its request id."""
         received = _parse(entry)
         with self._lock:
             self._taken.pop((queue, f"entry:{entry.entry_id}"), None)
-            self._taken[(queue, received.request_id)] = _Taken(entry.index, entry.entry_id)
+            self._taken[(queue, received.request_id)] = _Taken(
+                entry.index, entry.entry_id, entry.reclaimed
+            )
         return received
 
     # -- reclaim -------------------------------------------------------------------------
 
     async def _reclaim_if_due(self, queue: str) -> _Entry | None:
         now = time.monotonic()
-        if now < self._reclaim_at.get(queue, 0.0):
+        if now < self._reclaim_at.get(queue, 0.0) or self._holds_reclaimed(queue):
             return None
         self._reclaim_at[queue] = now + self._reclaim_period
         claimed, cursors, more, answered = await self._script(scripts.RECLAIM)(
@@ -309,7 +322,15 @@ class RedisRequestQueue(RequestQueue):
         _log.warning(
             "Reclaimed entry %s of queue %r (delivery %s): %s", entry_id, queue, delivery, why
         )
-        return self._take(queue, int(index) - 1, entry_id, _pairs(fields))
+        return self._take(queue, int(index) - 1, entry_id, _pairs(fields), reclaimed=True)
+
+    def _holds_reclaimed(self, queue: str) -> bool:
+        """Whether this worker runs a request reclaimed from a dead worker. It then takes no
+        other: if that request is what kills workers, the requests that die with it would
+        otherwise spend their deliveries beside it and be dead-lettered too. (Peers
+        reclaim meanwhile; new requests are still read.)"""
+        with self._lock:
+            return any(t.reclaimed for (q, _), t in self._taken.items() if q == queue)
 
     def _reclaim_args(self, queue: str) -> list[str | int]:
         with self._lock:
