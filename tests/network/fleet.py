@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import timedelta
 
 import redis
@@ -36,9 +35,8 @@ def _client() -> redis.Redis:
 
 
 @tool
-def work(job: str, mode: str = "quick", seconds: float = 0.0) -> str:
-    """Do a job for a test (taking `seconds` of work first: a model's latency)."""
-    time.sleep(seconds)
+def work(job: str, mode: str = "quick") -> str:
+    """Do a job for a test."""
     with _client() as client:
         runs = client.incr(f"runs:{job}")
         client.rpush("started", f"{os.getpid()}:{job}")

@@ -152,22 +152,29 @@ class _RemoteTool:
     request, and whose result is the response's text (a failure the model can read when
     the other side failed, is down, or did not answer in time)."""
 
+    _DESCRIPTION = ""
+    """The tool's description for the model, from `ensemble` and `name`, unless given."""
+
     def __init__(
         self,
         ensemble_name: str,
         task_name: str,
         *,
         transport: Transport,
-        timeout: timedelta | float,
-        description: str,
+        timeout: timedelta | float = DEFAULT_TIMEOUT,
+        description: str | None = None,
     ) -> None:
+        """`task_name` names the other ensemble's shared task or tool; `timeout` bounds
+        each call (it is the request's deadline too)."""
         kind = type(self).__name__
         self.ensemble_name = require_text(ensemble_name, f"{kind} ensemble_name must not be blank")
         self.task_name = require_text(task_name, f"{kind} task_name must not be blank")
         self.timeout = _seconds(timeout, f"{kind} timeout")
         self.client = NetworkClient(transport, caller=f"{kind}:{task_name}")
         self.name = task_name.replace("-", "_").replace(" ", "_")
-        self.description = description
+        self.description = description or self._DESCRIPTION.format(
+            ensemble=ensemble_name, name=task_name
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.ensemble_name!r}, {self.task_name!r})"
@@ -197,45 +204,15 @@ class NetworkTask(_RemoteTool):
     ``Agent(..., tools=[NetworkTask("kitchen", "prepare-meal", transport=transport)])``.
     """
 
-    def __init__(
-        self,
-        ensemble_name: str,
-        task_name: str,
-        *,
-        transport: Transport,
-        timeout: timedelta | float = DEFAULT_TIMEOUT,
-        description: str | None = None,
-    ) -> None:
-        super().__init__(
-            ensemble_name,
-            task_name,
-            transport=transport,
-            timeout=timeout,
-            description=description
-            or f"Ask ensemble '{ensemble_name}' to do its task '{task_name}'; "
-            "the input is the request, in words.",
-        )
+    _DESCRIPTION = (
+        "Ask ensemble '{ensemble}' to do its task '{name}'; the input is the request, in words."
+    )
 
 
 class NetworkTool(_RemoteTool):
     """A shared tool of another ensemble as a tool: the agent's input is the JSON object of
     the tool's arguments."""
 
-    def __init__(
-        self,
-        ensemble_name: str,
-        tool_name: str,
-        *,
-        transport: Transport,
-        timeout: timedelta | float = DEFAULT_TIMEOUT,
-        description: str | None = None,
-    ) -> None:
-        super().__init__(
-            ensemble_name,
-            tool_name,
-            transport=transport,
-            timeout=timeout,
-            description=description
-            or f"Call tool '{tool_name}' of ensemble '{ensemble_name}'; "
-            "the input is a JSON object of its arguments.",
-        )
+    _DESCRIPTION = (
+        "Call tool '{name}' of ensemble '{ensemble}'; the input is a JSON object of its arguments."
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from enum import StrEnum
@@ -352,15 +353,12 @@ def _drain_on_sigterm(server: EnsembleServer) -> Iterator[None]:
     """On the main thread, SIGTERM drains the server; the handler set before comes back
     after."""
     loop = asyncio.get_running_loop()
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+    # Windows' loops have no add_signal_handler; elsewhere only the main thread gets signals
+    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.getsignal(signal.SIGTERM)
-    try:
-        loop.add_signal_handler(signal.SIGTERM, server.drain)
-    except (NotImplementedError, RuntimeError):  # a loop without signal support
-        yield
-        return
+    loop.add_signal_handler(signal.SIGTERM, server.drain)
     try:
         yield
     finally:
