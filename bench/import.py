@@ -6,10 +6,11 @@ Each figure is the fastest of `--samples` fresh interpreters, with bytecode comp
 warm-up import first (this machine sets PYTHONDONTWRITEBYTECODE=1, which would otherwise make
 every import compile from source; the warm-up runs without it):
 
-- ``import agentensemble``;
+- ``import agentensemble`` (every public name loads with its module on first use);
 - that import plus the first ``@tool`` declared (a typed function; pydantic builds its JSON
   schema the first time it is asked for, which an agent given the tool does);
-- that plus an `Agent` with the tool and the first `Ensemble` built (what a script does
+- ``from agentensemble import Agent, Ensemble, Task`` (what most scripts start with);
+- the first tool plus an `Agent` with the tool and the first `Ensemble` built (what a script does
   before its first run; the engine itself loads with the first run, off the event loop).
 
 Budgets: 50 ms for the import, 100 ms with the first tool.
@@ -32,6 +33,7 @@ PROBES = {
         "    '''Look up the weather.'''\n"
         "    return city\n"
     ),
+    "import_agent_ensemble_task_ms": "from agentensemble import Agent, Ensemble, Task",
     "import_tool_and_first_ensemble_ms": (
         "import agentensemble\n"
         "from agentensemble import Agent, Ensemble, FunctionModel, Task\n"

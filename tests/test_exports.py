@@ -1,33 +1,39 @@
 import subprocess
 import sys
-import types
+
+import pytest
 
 import agentensemble
 
 
 def test_all_matches_the_public_names() -> None:
-    public = {
-        name
-        for name, value in vars(agentensemble).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
-    }
-    # these load on first use (see test_every_exported_name_resolves)
-    lazy = {
-        "CheckpointInfo",
-        "CheckpointStore",
-        "HookDecision",
-        "HumanInputTool",
-        "MapReduceEnsemble",
-        "PendingModelCall",
-        "PendingToolCall",
-        "ReplayError",
-        "ReplayModel",
-        "UsageSoFar",
-        *agentensemble._OBSERVABILITY_CLASSES,  # ConsoleProgress, OpenTelemetryListener
-        *(name for name in agentensemble.__all__ if name.endswith("Event")),
-    }
-    assert set(agentensemble.__all__) == public | lazy
+    assert set(agentensemble.__all__) == set(agentensemble._HOMES)
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
+    assert set(agentensemble.__all__) <= set(dir(agentensemble))
+
+
+def test_a_name_is_defined_in_the_module_it_is_said_to_load_from() -> None:
+    for name, home in agentensemble._HOMES.items():
+        value = getattr(agentensemble, name)
+        assert getattr(sys.modules[home], name) is value, name
+
+
+def test_import_loads_no_submodule_until_a_name_is_used() -> None:
+    code = (
+        "import sys, agentensemble\n"
+        "loaded = lambda: sorted(m for m in sys.modules if m.startswith('agentensemble.'))\n"
+        "print(loaded())\n"
+        "agentensemble.Task\n"
+        "print('agentensemble.task' in loaded(), 'agentensemble.ensemble' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[0] == "['agentensemble._version']"
+    assert done.stdout.splitlines()[1] == "True False"
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
+    with pytest.raises(AttributeError, match="'Ensembel'"):
+        agentensemble.Ensembel  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_every_exported_name_resolves() -> None:

@@ -1,186 +1,313 @@
-"""agentensemble: orchestrate teams of LLM agents."""
+"""agentensemble: orchestrate teams of LLM agents.
 
-import typing as _typing
+Every public name loads with the module that defines it, on first use: ``import agentensemble``
+costs next to nothing, and a script pays only for the parts it touches.
+"""
 
-from agentensemble._quick import arun, run
-from agentensemble._stream import EventStream
+from typing import TYPE_CHECKING
+
 from agentensemble._version import __version__ as __version__
-from agentensemble.agent import Agent
-from agentensemble.delegation import (
-    DefaultManagerPromptStrategy,
-    DelegationPolicy,
-    DelegationPolicyContext,
-    DelegationPolicyResult,
-    DelegationPriority,
-    DelegationRequest,
-    DelegationResponse,
-    DelegationStatus,
-    HierarchicalConstraints,
-    ManagerPromptContext,
-    ManagerPromptStrategy,
-)
-from agentensemble.ensemble import Ensemble
-from agentensemble.enums import (
-    ContextFormat,
-    ExitReason,
-    GuardrailType,
-    LoopMemoryMode,
-    LoopOutputMode,
-    MaxIterationsAction,
-    ParallelErrorStrategy,
-    Workflow,
-)
-from agentensemble.errors import (
-    AgentEnsembleError,
-    AgentExecutionError,
-    BudgetExceededError,
-    CheckpointError,
-    ConstraintViolationError,
-    EnsembleFileError,
-    FileProblem,
-    GraphNoEdgeMatchedError,
-    GuardrailViolationError,
-    HookVetoError,
-    MaxGraphStepsExceededError,
-    MaxIterationsExceededError,
-    MaxLoopIterationsExceededError,
-    OutputParsingError,
-    ParallelExecutionError,
-    PromptTemplateError,
-    RateLimitTimeoutError,
-    ReviewTimeoutError,
-    TaskExecutionError,
-    ToolConfigurationError,
-    ToolExecutionError,
-    UnknownKeywordError,
-    ValidationError,
-)
-from agentensemble.execution import (
-    AgentSynthesizer,
-    HandlerContext,
-    LLMAgentSynthesizer,
-    Persona,
-    TaskContextFilter,
-    TemplateAgentSynthesizer,
-)
-from agentensemble.execution._templates import escape_template
-from agentensemble.graph import Edge, Graph, GraphStep
-from agentensemble.guardrails import (
-    GuardrailInput,
-    GuardrailOutput,
-    GuardrailResult,
-    InputGuardrail,
-    OutputGuardrail,
-)
-from agentensemble.loop import Loop, LoopContext
-from agentensemble.models import (
-    AssistantMessage,
-    ChatModel,
-    ChatResponse,
-    FunctionModel,
-    ModelSettings,
-    OpenAIChatModel,
-    RateLimit,
-    RateLimitedChatModel,
-    RateLimiter,
-    ScriptedModel,
-    SystemMessage,
-    ToolCall,
-    ToolResultMessage,
-    ToolSpec,
-    Usage,
-    UserMessage,
-    tool_call,
-)
-from agentensemble.observability import (
-    CaptureMode,
-    CostConfiguration,
-    EnsembleListener,
-    ExecutionMetrics,
-    JsonTraceExporter,
-    QueuedListener,
-    TaskMetrics,
-    TraceExporter,
-)
-from agentensemble.options import RunOptions, limit_sync_threads
-from agentensemble.outputs import EnsembleOutput, TaskOutput
-from agentensemble.phase import Phase
-from agentensemble.review import (
-    ExitEarlyRequested,
-    OnTimeoutAction,
-    PendingReview,
-    Review,
-    ReviewDecision,
-    ReviewHandler,
-    ReviewPolicy,
-    ReviewRequest,
-    ReviewTiming,
-)
-from agentensemble.task import Task
-from agentensemble.tools import AgentTool, ToolContext, ToolResult, tool
 
-if _typing.TYPE_CHECKING:
+if TYPE_CHECKING:
+    from agentensemble._quick import arun, run
+    from agentensemble._stream import EventStream
+    from agentensemble.agent import Agent
     from agentensemble.checkpoints import CheckpointInfo, CheckpointStore
+    from agentensemble.delegation import (
+        DefaultManagerPromptStrategy,
+        DelegationPolicy,
+        DelegationPolicyContext,
+        DelegationPolicyResult,
+        DelegationPriority,
+        DelegationRequest,
+        DelegationResponse,
+        DelegationStatus,
+        HierarchicalConstraints,
+        ManagerPromptContext,
+        ManagerPromptStrategy,
+    )
+    from agentensemble.ensemble import Ensemble
+    from agentensemble.enums import (
+        ContextFormat,
+        ExitReason,
+        GuardrailType,
+        LoopMemoryMode,
+        LoopOutputMode,
+        MaxIterationsAction,
+        ParallelErrorStrategy,
+        Workflow,
+    )
+    from agentensemble.errors import (
+        AgentEnsembleError,
+        AgentExecutionError,
+        BudgetExceededError,
+        CheckpointError,
+        ConstraintViolationError,
+        EnsembleFileError,
+        FileProblem,
+        GraphNoEdgeMatchedError,
+        GuardrailViolationError,
+        HookVetoError,
+        MaxGraphStepsExceededError,
+        MaxIterationsExceededError,
+        MaxLoopIterationsExceededError,
+        OutputParsingError,
+        ParallelExecutionError,
+        PromptTemplateError,
+        RateLimitTimeoutError,
+        ReviewTimeoutError,
+        TaskExecutionError,
+        ToolConfigurationError,
+        ToolExecutionError,
+        UnknownKeywordError,
+        ValidationError,
+    )
+    from agentensemble.execution import (
+        AgentSynthesizer,
+        HandlerContext,
+        LLMAgentSynthesizer,
+        Persona,
+        TaskContextFilter,
+        TemplateAgentSynthesizer,
+    )
+    from agentensemble.execution._templates import escape_template
+    from agentensemble.graph import Edge, Graph, GraphStep
+    from agentensemble.guardrails import (
+        GuardrailInput,
+        GuardrailOutput,
+        GuardrailResult,
+        InputGuardrail,
+        OutputGuardrail,
+    )
     from agentensemble.hooks import HookDecision, PendingModelCall, PendingToolCall, UsageSoFar
+    from agentensemble.loop import Loop, LoopContext
     from agentensemble.mapreduce import MapReduceEnsemble
+    from agentensemble.models import (
+        AssistantMessage,
+        ChatModel,
+        ChatResponse,
+        FunctionModel,
+        ModelSettings,
+        OpenAIChatModel,
+        RateLimit,
+        RateLimitedChatModel,
+        RateLimiter,
+        ScriptedModel,
+        SystemMessage,
+        ToolCall,
+        ToolResultMessage,
+        ToolSpec,
+        Usage,
+        UserMessage,
+        tool_call,
+    )
     from agentensemble.observability import (
+        CaptureMode,
         ConsoleProgress,
+        CostConfiguration,
         DelegationCompletedEvent,
         DelegationFailedEvent,
         DelegationStartedEvent,
         EnsembleCompletedEvent,
+        EnsembleListener,
         EnsembleStartedEvent,
+        ExecutionMetrics,
         GuardrailCheckedEvent,
+        JsonTraceExporter,
         LlmIterationCompletedEvent,
         LlmIterationStartedEvent,
         MemoryOperationEvent,
         OpenTelemetryListener,
+        QueuedListener,
         ReviewDecidedEvent,
         ReviewRequestedEvent,
         ReviewTimedOutEvent,
         TaskCompleteEvent,
         TaskFailedEvent,
         TaskInputEvent,
+        TaskMetrics,
         TaskStartEvent,
         TokenEvent,
         ToolCallEvent,
+        TraceExporter,
     )
+    from agentensemble.options import RunOptions, limit_sync_threads
+    from agentensemble.outputs import EnsembleOutput, TaskOutput
+    from agentensemble.phase import Phase
     from agentensemble.replay import ReplayError, ReplayModel
-    from agentensemble.tools import HumanInputTool
+    from agentensemble.review import (
+        ExitEarlyRequested,
+        OnTimeoutAction,
+        PendingReview,
+        Review,
+        ReviewDecision,
+        ReviewHandler,
+        ReviewPolicy,
+        ReviewRequest,
+        ReviewTiming,
+    )
+    from agentensemble.task import Task
+    from agentensemble.tools import AgentTool, HumanInputTool, ToolContext, ToolResult, tool
+
+_HOMES = {
+    "arun": "agentensemble._quick",
+    "run": "agentensemble._quick",
+    "EventStream": "agentensemble._stream",
+    "Agent": "agentensemble.agent",
+    "CheckpointInfo": "agentensemble.checkpoints",
+    "CheckpointStore": "agentensemble.checkpoints",
+    "DefaultManagerPromptStrategy": "agentensemble.delegation",
+    "DelegationPolicy": "agentensemble.delegation",
+    "DelegationPolicyContext": "agentensemble.delegation",
+    "DelegationPolicyResult": "agentensemble.delegation",
+    "DelegationPriority": "agentensemble.delegation",
+    "DelegationRequest": "agentensemble.delegation",
+    "DelegationResponse": "agentensemble.delegation",
+    "DelegationStatus": "agentensemble.delegation",
+    "HierarchicalConstraints": "agentensemble.delegation",
+    "ManagerPromptContext": "agentensemble.delegation",
+    "ManagerPromptStrategy": "agentensemble.delegation",
+    "Ensemble": "agentensemble.ensemble",
+    "ContextFormat": "agentensemble.enums",
+    "ExitReason": "agentensemble.enums",
+    "GuardrailType": "agentensemble.enums",
+    "LoopMemoryMode": "agentensemble.enums",
+    "LoopOutputMode": "agentensemble.enums",
+    "MaxIterationsAction": "agentensemble.enums",
+    "ParallelErrorStrategy": "agentensemble.enums",
+    "Workflow": "agentensemble.enums",
+    "AgentEnsembleError": "agentensemble.errors",
+    "AgentExecutionError": "agentensemble.errors",
+    "BudgetExceededError": "agentensemble.errors",
+    "CheckpointError": "agentensemble.errors",
+    "ConstraintViolationError": "agentensemble.errors",
+    "EnsembleFileError": "agentensemble.errors",
+    "FileProblem": "agentensemble.errors",
+    "GraphNoEdgeMatchedError": "agentensemble.errors",
+    "GuardrailViolationError": "agentensemble.errors",
+    "HookVetoError": "agentensemble.errors",
+    "MaxGraphStepsExceededError": "agentensemble.errors",
+    "MaxIterationsExceededError": "agentensemble.errors",
+    "MaxLoopIterationsExceededError": "agentensemble.errors",
+    "OutputParsingError": "agentensemble.errors",
+    "ParallelExecutionError": "agentensemble.errors",
+    "PromptTemplateError": "agentensemble.errors",
+    "RateLimitTimeoutError": "agentensemble.errors",
+    "ReviewTimeoutError": "agentensemble.errors",
+    "TaskExecutionError": "agentensemble.errors",
+    "ToolConfigurationError": "agentensemble.errors",
+    "ToolExecutionError": "agentensemble.errors",
+    "UnknownKeywordError": "agentensemble.errors",
+    "ValidationError": "agentensemble.errors",
+    "AgentSynthesizer": "agentensemble.execution",
+    "HandlerContext": "agentensemble.execution",
+    "LLMAgentSynthesizer": "agentensemble.execution",
+    "Persona": "agentensemble.execution",
+    "TaskContextFilter": "agentensemble.execution",
+    "TemplateAgentSynthesizer": "agentensemble.execution",
+    "escape_template": "agentensemble.execution._templates",
+    "Edge": "agentensemble.graph",
+    "Graph": "agentensemble.graph",
+    "GraphStep": "agentensemble.graph",
+    "GuardrailInput": "agentensemble.guardrails",
+    "GuardrailOutput": "agentensemble.guardrails",
+    "GuardrailResult": "agentensemble.guardrails",
+    "InputGuardrail": "agentensemble.guardrails",
+    "OutputGuardrail": "agentensemble.guardrails",
+    "HookDecision": "agentensemble.hooks",
+    "PendingModelCall": "agentensemble.hooks",
+    "PendingToolCall": "agentensemble.hooks",
+    "UsageSoFar": "agentensemble.hooks",
+    "Loop": "agentensemble.loop",
+    "LoopContext": "agentensemble.loop",
+    "MapReduceEnsemble": "agentensemble.mapreduce",
+    "AssistantMessage": "agentensemble.models",
+    "ChatModel": "agentensemble.models",
+    "ChatResponse": "agentensemble.models",
+    "FunctionModel": "agentensemble.models",
+    "ModelSettings": "agentensemble.models",
+    "OpenAIChatModel": "agentensemble.models",
+    "RateLimit": "agentensemble.models",
+    "RateLimitedChatModel": "agentensemble.models",
+    "RateLimiter": "agentensemble.models",
+    "ScriptedModel": "agentensemble.models",
+    "SystemMessage": "agentensemble.models",
+    "ToolCall": "agentensemble.models",
+    "ToolResultMessage": "agentensemble.models",
+    "ToolSpec": "agentensemble.models",
+    "Usage": "agentensemble.models",
+    "UserMessage": "agentensemble.models",
+    "tool_call": "agentensemble.models",
+    "CaptureMode": "agentensemble.observability",
+    "ConsoleProgress": "agentensemble.observability",
+    "CostConfiguration": "agentensemble.observability",
+    "DelegationCompletedEvent": "agentensemble.observability",
+    "DelegationFailedEvent": "agentensemble.observability",
+    "DelegationStartedEvent": "agentensemble.observability",
+    "EnsembleCompletedEvent": "agentensemble.observability",
+    "EnsembleListener": "agentensemble.observability",
+    "EnsembleStartedEvent": "agentensemble.observability",
+    "ExecutionMetrics": "agentensemble.observability",
+    "GuardrailCheckedEvent": "agentensemble.observability",
+    "JsonTraceExporter": "agentensemble.observability",
+    "LlmIterationCompletedEvent": "agentensemble.observability",
+    "LlmIterationStartedEvent": "agentensemble.observability",
+    "MemoryOperationEvent": "agentensemble.observability",
+    "OpenTelemetryListener": "agentensemble.observability",
+    "QueuedListener": "agentensemble.observability",
+    "ReviewDecidedEvent": "agentensemble.observability",
+    "ReviewRequestedEvent": "agentensemble.observability",
+    "ReviewTimedOutEvent": "agentensemble.observability",
+    "TaskCompleteEvent": "agentensemble.observability",
+    "TaskFailedEvent": "agentensemble.observability",
+    "TaskInputEvent": "agentensemble.observability",
+    "TaskMetrics": "agentensemble.observability",
+    "TaskStartEvent": "agentensemble.observability",
+    "TokenEvent": "agentensemble.observability",
+    "ToolCallEvent": "agentensemble.observability",
+    "TraceExporter": "agentensemble.observability",
+    "RunOptions": "agentensemble.options",
+    "limit_sync_threads": "agentensemble.options",
+    "EnsembleOutput": "agentensemble.outputs",
+    "TaskOutput": "agentensemble.outputs",
+    "Phase": "agentensemble.phase",
+    "ReplayError": "agentensemble.replay",
+    "ReplayModel": "agentensemble.replay",
+    "ExitEarlyRequested": "agentensemble.review",
+    "OnTimeoutAction": "agentensemble.review",
+    "PendingReview": "agentensemble.review",
+    "Review": "agentensemble.review",
+    "ReviewDecision": "agentensemble.review",
+    "ReviewHandler": "agentensemble.review",
+    "ReviewPolicy": "agentensemble.review",
+    "ReviewRequest": "agentensemble.review",
+    "ReviewTiming": "agentensemble.review",
+    "Task": "agentensemble.task",
+    "AgentTool": "agentensemble.tools",
+    "HumanInputTool": "agentensemble.tools",
+    "ToolContext": "agentensemble.tools",
+    "ToolResult": "agentensemble.tools",
+    "tool": "agentensemble.tools",
+}
+"""Where each public name is defined: `__getattr__` imports that module the first time the name is
+asked for."""
 
 
-_HOOK_NAMES = frozenset({"HookDecision", "PendingModelCall", "PendingToolCall", "UsageSoFar"})
-_OBSERVABILITY_CLASSES = frozenset({"ConsoleProgress", "OpenTelemetryListener"})
-"""These and the event classes (every name of `__all__` ending in ``Event``) load on first
-use, from `agentensemble.observability`."""
+if not TYPE_CHECKING:  # hidden from type checkers, so `agentensemble.Ensembel` stays a type error
+
+    def __getattr__(name: str) -> object:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import import_module
+
+        value = getattr(import_module(home), name)
+        globals()[name] = value  # the next lookup is a plain attribute read
+        return value
 
 
-def __getattr__(name: str) -> _typing.Any:
-    if name in _OBSERVABILITY_CLASSES or (name.endswith("Event") and name in __all__):
-        from agentensemble import observability
-
-        return getattr(observability, name)
-    if name == "HumanInputTool":  # loads on first use
-        from agentensemble.tools import _human_input
-
-        return _human_input.HumanInputTool
-    if name in _HOOK_NAMES:  # loads on first use
-        from agentensemble import hooks
-
-        return getattr(hooks, name)
-    if name == "MapReduceEnsemble":  # loads on first use
-        from agentensemble import mapreduce
-
-        return mapreduce.MapReduceEnsemble
-    if name in ("CheckpointStore", "CheckpointInfo"):  # loads on first use
-        from agentensemble import checkpoints
-
-        return getattr(checkpoints, name)
-    if name in ("ReplayModel", "ReplayError"):  # loads on first use (the trace types)
-        from agentensemble import replay
-
-        return getattr(replay, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [
