@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from agentensemble._checks import items_of, unique_names
 from agentensemble.agent import Agent
@@ -12,11 +13,13 @@ from agentensemble.delegation import HierarchicalConstraints
 from agentensemble.delegation._constraints import canonical_role
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ValidationError
-from agentensemble.memory._tool import MemoryTool
 from agentensemble.models import ChatModel, RateLimit
 from agentensemble.phase import Phase, hierarchical_phase_message
 from agentensemble.review import ReviewPolicy
 from agentensemble.task import Task
+
+if TYPE_CHECKING:
+    from agentensemble.memory._tool import MemoryTool
 
 __all__ = [
     "EnsembleShape",
@@ -269,11 +272,18 @@ def check_memory(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
     owners += [task.agent for task in tasks if task.agent is not None]
     tools = [tool for owner in owners for tool in owner.tools]
     for tool in tools:
-        if isinstance(tool, MemoryTool) and tool.memory_store is None:
+        if _is_memory_tool(tool) and tool.memory_store is None:
             raise ValidationError(
                 f"MemoryTool for scope '{tool.scope}' has no store: pass one "
                 "(MemoryTool(scope, store)) or set the ensemble's memory_store"
             )
+
+
+def _is_memory_tool(tool: object) -> TypeGuard[MemoryTool]:
+    """Whether `tool` is a `MemoryTool`, without loading that module (and pydantic) for the
+    runs that have none: an instance exists only once its module was imported."""
+    module = sys.modules.get("agentensemble.memory._tool")
+    return module is not None and isinstance(tool, module.MemoryTool)
 
 
 def _check_someone_delegates(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
