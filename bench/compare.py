@@ -28,6 +28,7 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
     "import.py": {
         "import_ms": ("import_ms",),
         "import_and_first_tool_ms": ("import_and_first_tool_ms",),
+        "import_agent_ensemble_task_ms": ("import_agent_ensemble_task_ms",),
     },
     "overhead.py": {
         "cpu_us_per_task_no_tools": ("cpu_us_per_task_no_tools",),
@@ -48,8 +49,11 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
         "mapreduce_static_wall_s": ("static_instant", "wall_s"),
         "mapreduce_static_rss_mb": ("static_instant", "peak_rss_mb"),
         "mapreduce_static_listened_wall_s": ("static_instant_listened", "wall_s"),
+        "mapreduce_static_listened_rss_mb": ("static_instant_listened", "peak_rss_mb"),
         "mapreduce_adaptive_wall_s": ("adaptive_instant", "wall_s"),
+        "mapreduce_adaptive_rss_mb": ("adaptive_instant", "peak_rss_mb"),
         "mapreduce_adaptive_listened_wall_s": ("adaptive_instant_listened", "wall_s"),
+        "mapreduce_adaptive_listened_rss_mb": ("adaptive_instant_listened", "peak_rss_mb"),
     },
     "web.py": {
         "web_async_over_sdk": ("throughput_ratio_to_sdk", "async"),
@@ -57,10 +61,11 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
         "web_sqlite_memory_over_sdk": ("throughput_ratio_to_sdk", "async_with_sqlite_memory"),
     },
 }
+"""Where each compared figure sits in each benchmark's JSON."""
 HIGHER_IS_BETTER = frozenset(
     {"web_async_over_sdk", "web_sync_over_sdk", "web_sqlite_memory_over_sdk"}
 )
-"""Where each compared figure sits in each benchmark's JSON."""
+"""The figures where more is better (the rest are costs)."""
 
 
 def run_bench(script: str, src: Path, extra: list[str]) -> dict[str, Any]:
