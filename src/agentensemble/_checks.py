@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import timedelta
-from decimal import Decimal
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agentensemble.errors import ValidationError
+
+if TYPE_CHECKING:
+    from decimal import Decimal
 
 __all__ = [
     "as_tuple",
@@ -69,6 +71,8 @@ def _count(value: object, field: str) -> int | None:
 
 
 def _amount(value: object, field: str) -> Decimal:
+    from decimal import Decimal  # with the first cost budget
+
     amount = value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         amount = Decimal(str(value))

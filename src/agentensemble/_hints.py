@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
 from collections.abc import Mapping
@@ -80,6 +79,8 @@ def _hint(cls: type, keyword: str) -> str:
     if translated is not None:
         advice = f"CrewAI's {keyword!r} is {translated} here"
     else:
+        import difflib  # with the first misspelt keyword
+
         close = difflib.get_close_matches(keyword, fields, n=1)
         advice = f"did you mean {close[0]!r}?" if close else "it is not a field"
     return f"{cls.__name__} has no field {keyword!r}: {advice} (fields: {', '.join(fields)})"

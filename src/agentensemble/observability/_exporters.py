@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from agentensemble.observability._trace import ExecutionTrace
 
 __all__ = ["JsonTraceExporter", "TraceExporter", "write_atomically"]
@@ -31,6 +33,8 @@ class JsonTraceExporter:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from pathlib import Path  # with the first JSON exporter
+
         self.path = Path(path)
 
     def __repr__(self) -> str:
@@ -61,5 +65,6 @@ def write_atomically(path: Path, text: str) -> None:
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
         raise
