@@ -46,18 +46,16 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
     )
     if failure is not None:
         raise failure
-    stop_text = STOP_MESSAGE.format(max=loop.max_iterations)
-    limit = loop.task.run.max_tool_output_length
-    context_format = loop.task.run.context_format
+    run = loop.task.run
     for call, ok in zip(calls, admitted, strict=True):
         if ok:
-            result = next(executed)
             text = truncate_for_model(
-                format_json_text(result.text_for_model, context_format), limit
+                format_json_text(next(executed).text_for_model, run.context_format),
+                run.max_tool_output_length,
             )
         else:
-            await loop.recorder.tool_call_skipped(call, stop_text)
-            text = stop_text
+            text = STOP_MESSAGE.format(max=loop.max_iterations)
+            await loop.recorder.tool_call_skipped(call, text)
         loop.messages.append(ToolResultMessage(call.id, call.name, text))
 
 

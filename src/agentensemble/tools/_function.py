@@ -111,7 +111,7 @@ class FunctionTool:
             return ToolResult.failure(
                 f"Invalid arguments for tool '{self.name}': {describe_validation_error(error)}"
             )
-        kwargs = {field: getattr(validated, field) for field in type(validated).model_fields}
+        kwargs = validated.__dict__  # the fields (the signature's parameters), by name
         leading = (context,) if self._wants_context else ()
         try:
             value = await self._call(leading, kwargs)
