@@ -13,7 +13,7 @@ import pytest
 from agentensemble import Ensemble, FunctionModel, RunOptions, ScriptedModel, Task, Workflow
 from agentensemble.models import Message, ToolSpec
 from agentensemble.observability import Event, TaskCompleteEvent
-from agentensemble.observability._lane import SyncLane
+from agentensemble.observability._lane import BATCH_SIZE, SyncLane
 
 TIMEOUT = 10.0
 
@@ -95,6 +95,25 @@ async def test_a_full_lane_holds_the_run_back_until_the_listener_catches_up() ->
     await asyncio.wait_for(third, TIMEOUT)
     await lane.close()
     assert handled == [1, 2, 3]
+
+
+async def test_a_full_batch_reaches_the_worker_within_one_turn_of_the_loop() -> None:
+    # a wide fan-out emits thousands of events in one turn: the lane must not hold them all
+    reached = threading.Event()
+    handled: list[Any] = []
+
+    class Counting:
+        def call_sync(self, event: Any, _: asyncio.AbstractEventLoop) -> None:
+            handled.append(event)
+            if len(handled) == BATCH_SIZE:
+                reached.set()
+
+    lane, handlers = SyncLane(), (Counting(),)
+    for number in range(BATCH_SIZE):  # no await: all in one turn of the loop
+        assert not lane.put(handlers, number)
+    assert reached.wait(TIMEOUT)  # handed over without the loop turning
+    await lane.close()
+    assert handled == list(range(BATCH_SIZE))
 
 
 async def test_a_failing_sync_listener_is_logged_once_and_the_run_goes_on(

@@ -21,10 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["MAX_PENDING", "LaneHandler", "SyncLane", "finish_on_loop"]
+__all__ = ["BATCH_SIZE", "MAX_PENDING", "LaneHandler", "SyncLane", "finish_on_loop"]
 
 MAX_PENDING = 10_000
 """Events a run's sync listeners may fall behind by before the run waits for them."""
+BATCH_SIZE = 256
+"""Events handed to the worker at once, at most. A batch also ends with each turn of the
+event loop; but one turn of a wide fan-out runs thousands of tasks, and a batch that waited
+for its end would hold all their events (and the contexts they were emitted in) at once."""
 
 
 class LaneHandler(Protocol):
@@ -67,9 +71,12 @@ class SyncLane:
         if self._done is None:
             self._start()
         self._queued += 1
-        if not self._batch and self._loop is not None:
+        batch = self._batch
+        if not batch and self._loop is not None:
             self._loop.call_soon(self._hand_over)
-        self._batch.append((handlers, event, contextvars.copy_context()))
+        batch.append((handlers, event, contextvars.copy_context()))
+        if len(batch) >= BATCH_SIZE:
+            self._hand_over()
         return self._queued - self._handled > self._max
 
     async def room(self) -> None:
@@ -90,7 +97,8 @@ class SyncLane:
             self._waiters -= 1
 
     def _hand_over(self) -> None:
-        """Give the worker the events offered so far (once per turn of the loop)."""
+        """Give the worker the events offered so far (once per turn of the loop, and
+        whenever `BATCH_SIZE` wait)."""
         if self._batch:
             batch, self._batch = self._batch, []
             self._batches.put(batch)
