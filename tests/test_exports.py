@@ -1,5 +1,7 @@
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,25 @@ def test_a_name_is_defined_in_the_module_it_is_said_to_load_from() -> None:
     for name, home in agentensemble._HOMES.items():
         value = getattr(agentensemble, name)
         assert getattr(sys.modules[home], name) is value, name
+
+
+def test_type_checkers_see_every_name_where_it_loads_from() -> None:
+    # the TYPE_CHECKING imports are what IDEs and mypy read; the table is what runs
+    tree = ast.parse(Path(agentensemble.__file__).read_text(encoding="utf-8"))
+    checked = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    )
+    seen = {
+        alias.name: node.module
+        for node in checked.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == agentensemble._HOMES
 
 
 def test_import_loads_no_submodule_until_a_name_is_used() -> None:
