@@ -56,6 +56,15 @@ def test_import_loads_no_submodule_until_a_name_is_used() -> None:
     assert fresh_python(code) == ["['agentensemble._version']", "True False"]
 
 
+def test_a_subpackage_is_an_attribute_of_the_package_once_used() -> None:
+    code = (
+        "import agentensemble\n"
+        "print(agentensemble.memory.MemoryStore.__name__,"
+        " agentensemble.observability.CaptureMode.OFF)\n"
+    )
+    assert fresh_python(code) == ["MemoryStore OFF"]
+
+
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     with pytest.raises(AttributeError, match="'Ensembel'"):
         agentensemble.Ensembel  # type: ignore[attr-defined]  # noqa: B018

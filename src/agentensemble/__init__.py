@@ -296,11 +296,14 @@ asked for."""
 if not TYPE_CHECKING:  # hidden from type checkers, so `agentensemble.Ensembel` stays a type error
 
     def __getattr__(name: str) -> object:
-        home = _HOMES.get(name)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         from importlib import import_module
+        from importlib.util import find_spec
 
+        home = _HOMES.get(name)
+        if home is None:  # a subpackage, used as ``agentensemble.memory.MemoryStore``
+            if name.startswith("_") or find_spec(f"{__name__}.{name}") is None:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return import_module(f"{__name__}.{name}")  # importing sets the attribute
         value = getattr(import_module(home), name)
         globals()[name] = value  # the next lookup is a plain attribute read
         return value
