@@ -1,19 +1,21 @@
 """What a listener costs per event. Prints JSON.
 
-    python bench/listeners.py [--tasks 2000]
+    python bench/listeners.py [--tasks 2000] [--rounds 9]
 
 A PARALLEL run of `--tasks` independent agent tasks on an instant `FunctionModel` (five
 events per task), with no listener, with one sync `on_event` listener that does nothing,
 and with one async `on_event` listener that does nothing. CPU time is
-`time.process_time()` (both threads, so the sync listener's lane thread counts), best of
-five rounds; the cost per event is the difference from the run without a listener, over
-the number of events the listener received.
+`time.process_time()` (both threads, so the sync listener's lane thread counts). The three
+runs alternate for `--rounds` rounds (9), so that the machine's drift hits them alike; the
+cost per event is the median, over the rounds, of each listened run's difference from the
+round's run without a listener, over the number of events the listener received.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from typing import Any
@@ -37,40 +39,55 @@ class AsyncListener:
         self.events += 1
 
 
-def cpu_seconds(tasks: int, listener: Any | None, rounds: int = 5) -> tuple[float, int]:
-    """Best CPU time of one run, and the events the listener received in it."""
-    llm = FunctionModel(lambda messages, tools: "done")
-    ensemble = Ensemble(
-        tasks=[Task(f"Task {index}") for index in range(tasks)],
-        llm=llm,
-        workflow=Workflow.PARALLEL,
-        listeners=[listener] if listener is not None else [],
-    )
-    ensemble.run()  # warm-up
-    best, events = float("inf"), 0
-    for _ in range(rounds):
-        before = listener.events if listener is not None else 0
+class Case:
+    """One ensemble of the comparison: its run's CPU time and the events its listener got."""
+
+    def __init__(self, tasks: int, listener: Any | None) -> None:
+        self.llm = FunctionModel(lambda messages, tools: "done")
+        self.listener = listener
+        self.ensemble = Ensemble(
+            tasks=[Task(f"Task {index}") for index in range(tasks)],
+            llm=self.llm,
+            workflow=Workflow.PARALLEL,
+            listeners=[listener] if listener is not None else [],
+        )
+        self.ensemble.run()  # warm-up
+        self.events = 0
+
+    def cpu_seconds(self) -> float:
+        before = self.listener.events if self.listener is not None else 0
         started = time.process_time()
-        ensemble.run()
-        best = min(best, time.process_time() - started)
-        events = (listener.events if listener is not None else 0) - before
-        llm.requests.clear()
-    return best, events
+        self.ensemble.run()
+        spent = time.process_time() - started
+        self.events = (self.listener.events if self.listener is not None else 0) - before
+        self.llm.requests.clear()
+        return spent
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=2000)
-    tasks = parser.parse_args().tasks
-    bare, _ = cpu_seconds(tasks, None)
-    sync, sync_events = cpu_seconds(tasks, SyncListener())
-    asynchronous, async_events = cpu_seconds(tasks, AsyncListener())
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args()
+    bare, sync, asynchronous = (
+        Case(args.tasks, None),
+        Case(args.tasks, SyncListener()),
+        Case(args.tasks, AsyncListener()),
+    )
+    bare_cpu: list[float] = []
+    sync_added: list[float] = []
+    async_added: list[float] = []
+    for _ in range(args.rounds):  # interleaved, so a drift of the machine hits all three
+        spent = bare.cpu_seconds()
+        bare_cpu.append(spent)
+        sync_added.append((sync.cpu_seconds() - spent) / sync.events)
+        async_added.append((asynchronous.cpu_seconds() - spent) / asynchronous.events)
     results = {
-        "tasks": tasks,
-        "events_per_run": sync_events,
-        "cpu_us_per_task_no_listener": round(bare / tasks * 1e6, 1),
-        "cpu_us_per_event_sync_listener": round((sync - bare) / sync_events * 1e6, 2),
-        "cpu_us_per_event_async_listener": round((asynchronous - bare) / async_events * 1e6, 2),
+        "tasks": args.tasks,
+        "events_per_run": sync.events,
+        "cpu_us_per_task_no_listener": round(min(bare_cpu) / args.tasks * 1e6, 1),
+        "cpu_us_per_event_sync_listener": round(statistics.median(sync_added) * 1e6, 2),
+        "cpu_us_per_event_async_listener": round(statistics.median(async_added) * 1e6, 2),
         "budgets": {"cpu_us_per_event_sync_listener": 5, "cpu_us_per_event_async_listener": 5},
         "python": sys.version.split()[0],
     }
