@@ -65,6 +65,17 @@ def test_a_subpackage_is_an_attribute_of_the_package_once_used() -> None:
     assert fresh_python(code) == ["MemoryStore OFF"]
 
 
+def test_dir_lists_the_public_names_and_subpackages() -> None:
+    listed = dir(agentensemble)
+    assert {"Ensemble", "Task", "run", "memory", "observability", "__version__"} <= set(listed)
+    assert "TYPE_CHECKING" not in listed
+
+
+def test_hasattr_is_false_for_what_is_not_there() -> None:
+    assert not hasattr(agentensemble, "nothing_by_this_name")
+    assert not hasattr(agentensemble, "memory.MemoryStore")  # not an attribute name
+
+
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     with pytest.raises(AttributeError, match="'Ensembel'"):
         agentensemble.Ensembel  # type: ignore[attr-defined]  # noqa: B018

@@ -301,7 +301,11 @@ if not TYPE_CHECKING:  # hidden from type checkers, so `agentensemble.Ensembel` 
 
         home = _HOMES.get(name)
         if home is None:  # a subpackage, used as ``agentensemble.memory.MemoryStore``
-            if name.startswith("_") or find_spec(f"{__name__}.{name}") is None:
+            if (
+                name.startswith("_")
+                or not name.isidentifier()
+                or find_spec(f"{__name__}.{name}") is None
+            ):
                 raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
             return import_module(f"{__name__}.{name}")  # importing sets the attribute
         value = getattr(import_module(home), name)
@@ -310,7 +314,10 @@ if not TYPE_CHECKING:  # hidden from type checkers, so `agentensemble.Ensembel` 
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    from pkgutil import iter_modules
+
+    subpackages = {found.name for found in iter_modules(__path__) if found.name[0] != "_"}
+    return sorted({*globals(), *__all__, *subpackages} - {"TYPE_CHECKING"})
 
 
 __all__ = [

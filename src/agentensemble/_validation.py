@@ -281,9 +281,11 @@ def check_memory(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:
 
 def _is_memory_tool(tool: object) -> TypeGuard[MemoryTool]:
     """Whether `tool` is a `MemoryTool`, without loading that module (and pydantic) for the
-    runs that have none: an instance exists only once its module was imported."""
-    module = sys.modules.get("agentensemble.memory._tool")
-    return module is not None and isinstance(tool, module.MemoryTool)
+    runs that have none: an instance exists only once its class does. The class is looked
+    up, not assumed: another thread may be importing the module (it is in `sys.modules`
+    before its body has run)."""
+    cls = getattr(sys.modules.get("agentensemble.memory._tool"), "MemoryTool", None)
+    return cls is not None and isinstance(tool, cls)
 
 
 def _check_someone_delegates(tasks: Sequence[Task[Any]], shape: EnsembleShape) -> None:

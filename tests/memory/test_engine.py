@@ -4,6 +4,8 @@ after, and how it shows in events, traces and metrics."""
 from __future__ import annotations
 
 import asyncio
+import sys
+import types
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -480,3 +482,21 @@ async def test_typed_outputs_are_kept_by_the_persistent_stores(tmp_path: Path, k
         ).arun()
         (stored,) = await store.retrieve("prices", "price", 5)
     assert stored.structured_content == {"amount": 7}
+
+
+async def test_a_run_validates_while_another_thread_is_still_importing_memory_tool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A module is in sys.modules before its body has run: a run that checks its tools for a
+    # MemoryTool must not read the class from a module that has not defined it yet.
+    half_imported = types.ModuleType("agentensemble.memory._tool")
+    monkeypatch.setitem(sys.modules, "agentensemble.memory._tool", half_imported)
+
+    @tool
+    def count_words(text: str) -> int:
+        """Count the words of a text."""
+        return len(text.split())
+
+    agent = Agent("Writer", "Write", llm=echo(), tools=[count_words])
+    output = await Ensemble(tasks=[Task("Write it", agent=agent)]).arun()
+    assert len(output.task_outputs) == 1
