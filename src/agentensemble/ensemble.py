@@ -190,7 +190,8 @@ class Ensemble(EnsembleSettings):
     """Called when a delegation fails."""
     shared_tasks: Mapping[str, Task[Any]] = field(default_factory=dict)
     """Tasks other ensembles may ask for by name while this one serves (`serve`, `start`);
-    a request's text reaches the task's prompt as a ``## Request`` section."""
+    a request's text is the run input ``request``: where the description says
+    ``{request}``, else in a ``## Request`` section after it."""
     shared_tools: Mapping[str, object] = field(default_factory=dict)
     """Tools other ensembles may call by name while this one serves; a request's text is
     the tool's JSON arguments."""

@@ -87,6 +87,26 @@ async def test_a_shared_task_gets_the_request_text_as_a_request_section(
     assert response.duration_ms is not None
 
 
+async def test_a_description_that_says_request_places_the_text_and_inputs_show_it() -> None:
+    from agentensemble.observability import ExecutionTrace
+
+    transport = Transport.websocket("kitchen")
+    cook = Task("Cook {request} for table five")
+    server = EnsembleServer(kitchen(shared_tasks={"cook": cook}), transport)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(server.serve())
+        client = NetworkClient(transport)
+        request_id = await client.submit("kitchen", "cook", "one {soup}")
+        events = [event async for event in client.events(request_id, timeout=10)]
+        response = await client.result(request_id, 0.1)
+        server.drain()
+
+    assert response.result is not None
+    assert "## Task\nCook one {soup} for table five" in response.result
+    assert "## Request" not in response.result
+    assert ExecutionTrace.from_events(events).inputs == {"request": "one {soup}"}
+
+
 async def test_a_shared_tool_is_called_with_the_context_as_its_json_arguments(
     served: tuple[Transport, EnsembleServer],
 ) -> None:
@@ -435,9 +455,10 @@ async def test_a_caller_follows_a_requests_events_and_folds_them_into_its_trace(
 
     types = [event.type for event in events]
     assert types[0] == "ensemble_started"
+    trace = ExecutionTrace.from_events(events)
+    assert trace.inputs == {"request": "one soup"}  # what the dashboard shows
     assert "task_completed" in types
     assert {event.ensemble_id for event in events} == {request_id}
-    trace = ExecutionTrace.from_events(events)
     assert [task.final_output for task in trace.task_traces] == [response.result]
 
 

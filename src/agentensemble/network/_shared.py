@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from agentensemble._checks import is_blank
 from agentensemble.enums import ExitReason
 from agentensemble.errors import ValidationError, describe_error
+from agentensemble.execution._templates import template_variables
 from agentensemble.network._progress import EventForwarder
 from agentensemble.network._spi import BadRequest
 from agentensemble.network._wire import ResponseStatus, WorkRequest, WorkResponse
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
     from agentensemble.network._spi import Received, Transport
     from agentensemble.tools import Tool
 
-__all__ = ["SharedWork", "check_shared_tasks", "check_shared_tools"]
+__all__ = ["REQUEST_INPUT", "SharedWork", "check_shared_tasks", "check_shared_tools"]
 
-_REQUEST_INPUT = "agentensemble_request"
-"""The input that carries a request's text into its shared task's description (inputs are
+REQUEST_INPUT = "request"
+"""The run input that carries a request's text into its shared task's description, where the
+description says ``{request}``, else as a ``## Request`` section after it (inputs are
 substituted once and never scanned again, so braces in a request stay as they are)."""
 
 
@@ -88,7 +90,10 @@ class SharedWork:
         self.transport = transport
         """Where each shared task's run sends its events (None: nowhere)."""
         self._runners = {
-            name: checked_ensemble(_one_task(ensemble, task))
+            name: _Runners(
+                with_request=checked_ensemble(_one_task(ensemble, _with_request(task))),
+                without=checked_ensemble(_one_task(ensemble, task)),
+            )
             for name, task in ensemble.shared_tasks.items()
         }
         self._tools = cast("Mapping[str, Tool]", ensemble.shared_tools)
@@ -131,11 +136,27 @@ class SharedWork:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Runners:
+    """A shared task's one-task ensembles: for a request with text, and for one without
+    (built once: a request is not an ensemble to check again)."""
+
+    with_request: Ensemble
+    without: Ensemble
+
+
+def _with_request(task: Task[Any]) -> Task[Any]:
+    """`task` with a request's text in its description: where it says ``{request}``, else in
+    a ``## Request`` section after it."""
+    if REQUEST_INPUT in template_variables(task.description):
+        return task
+    return task.copy(description=f"{task.description}\n\n## Request\n{{{REQUEST_INPUT}}}")
+
+
 def _one_task(ensemble: Ensemble, task: Task[Any]) -> Ensemble:
-    request_task = task.copy(description=task.description + "{" + _REQUEST_INPUT + "}")
     return dataclasses.replace(
         ensemble,
-        tasks=(request_task,),
+        tasks=(task,),
         phases=(),
         loops=(),
         graph=None,
@@ -145,10 +166,10 @@ def _one_task(ensemble: Ensemble, task: Task[Any]) -> Ensemble:
 
 
 async def _run_task(
-    runner: Ensemble, request: WorkRequest, transport: Transport | None
+    runners: _Runners, request: WorkRequest, transport: Transport | None
 ) -> tuple[ResponseStatus, str]:
-    text = request.context
-    inputs = {_REQUEST_INPUT: f"\n\n## Request\n{text}" if text else ""}
+    text = request.context or ""
+    runner = runners.with_request if text else runners.without
     forwarder = EventForwarder(transport, request.request_id) if transport else None
     options = RunOptions(
         run_id=request.request_id,
@@ -156,7 +177,7 @@ async def _run_task(
         listeners=(forwarder,) if forwarder else (),
     )
     async with forwarder.running() if forwarder else contextlib.nullcontext():
-        output = await runner.arun(inputs, options)
+        output = await runner.arun({REQUEST_INPUT: text}, options)
     if output.exit_reason is ExitReason.COMPLETED:
         return ResponseStatus.COMPLETED, output.raw
     if output.exit_reason is ExitReason.TIMEOUT:
