@@ -85,31 +85,3 @@ async def test_searches_after_an_eviction_see_only_what_is_kept(tmp_path: Path) 
         for store in (writer, reader):
             found = await store.retrieve("s", "note", 10)
             assert sorted(entry.content for entry in found) == ["note 3", "note 4", "note 5"]
-
-
-def _sqlite_threads() -> set[object]:
-    import threading
-
-    return {t for t in threading.enumerate() if t.name.startswith("agentensemble-sqlite_")}
-
-
-async def test_a_collected_workers_thread_ends_without_a_submit_in_the_collector(
-    tmp_path: Path,
-) -> None:
-    """A finalizer only queues the worker for the reaper: the collector may run inside
-    `ThreadPoolExecutor.submit` starting a thread, where a submit of its own would wait
-    for the executors' process-wide lock forever."""
-    import gc
-    from concurrent.futures import thread as futures_thread
-
-    from agentensemble.memory._sqlite_worker import SqliteWorker
-
-    before = _sqlite_threads()
-    worker = SqliteWorker(tmp_path / "w.db", setup=lambda connection: None)
-    await worker.read(lambda connection: connection.execute("SELECT 1").fetchone())
-    [started] = _sqlite_threads() - before
-    with futures_thread._global_shutdown_lock:  # as a submit starting a thread holds it
-        del worker
-        gc.collect()  # the finalizer runs here and must not wait for the lock
-    started.join(timeout=30)  # type: ignore[attr-defined]
-    assert not started.is_alive()  # type: ignore[attr-defined]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import json
@@ -31,7 +30,7 @@ from agentensemble.memory._embeddings import VectorIndex, check_policy
 from agentensemble.memory._encoding import json_text
 from agentensemble.memory._in_memory import check_entry
 from agentensemble.memory._model import EvictionPolicy, MemoryEntry, check_scope
-from agentensemble.memory._sqlite_worker import SqliteWorker, in_transaction
+from agentensemble.memory._sqlite_worker import SqliteWorker
 
 if TYPE_CHECKING:
     from agentensemble.memory._embeddings import Vector
@@ -166,15 +165,15 @@ class _GrowingMatrix:
 
 
 class _SqliteIndex(VectorIndex):
-    """What the two SQLite indexes share: a worker thread on the file, batched inserts of
-    entries with their vectors, and the scope-level operations; each index says how it
+    """What the two SQLite indexes share: a worker thread on the file, inserts of entries
+    with their vectors, and the scope-level operations; each index says how it
     searches (`search`), evicts (`_evict`) and clears (`_clear`) on its own tables."""
 
     _TABLE = ""
 
     def __init__(self, worker: SqliteWorker, insert_row: InsertRow) -> None:
         self._worker = worker
-        self._inserts = _InsertQueue(worker, insert_row)
+        self._insert_row = insert_row
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._worker.path!r})"
@@ -182,7 +181,10 @@ class _SqliteIndex(VectorIndex):
     async def add(self, scope: str, entry: MemoryEntry, vector: Vector) -> None:
         check_scope(scope)
         check_entry(entry)
-        await self._inserts.insert(scope, entry_row(entry), _blob(vector))
+        # concurrent adds share a transaction: the worker commits queued writes together
+        await self._worker.write(
+            functools.partial(self._insert_row, scope, entry_row(entry), _blob(vector))
+        )
 
     async def evict(self, scope: str, policy: EvictionPolicy) -> int:
         check_scope(scope)
@@ -532,82 +534,7 @@ _NO_CUTOFF = -(2**63)
 
 
 InsertRow = Callable[[str, EntryRow, bytes, sqlite3.Connection], None]
-"""Inserts one entry (scope, columns, vector blob); a ValidationError rejects that entry
-only, and must come before anything is written."""
-
-
-class _InsertQueue:
-    """Group commit: entries added while the worker is busy are inserted together.
-
-    Each `insert` queues its row and a job on the worker; the first job to run inserts
-    every queued row in one transaction and, once committed, resolves each row's future
-    (on the worker thread, so a cancelled caller cannot strand the others). Sequential
-    adds cost one transaction each, as before; concurrent ones share transactions.
-    """
-
-    def __init__(self, worker: SqliteWorker, insert_row: InsertRow) -> None:
-        self._worker = worker
-        self._insert_row = insert_row
-        self._queued: list[_QueuedRow] = []
-        self._lock = threading.Lock()
-
-    async def insert(self, scope: str, row: EntryRow, blob: bytes) -> None:
-        queued = _QueuedRow(scope, row, blob)
-        with self._lock:
-            self._queued.append(queued)
-        try:
-            await self._worker.read(self._insert_queued)
-        except BaseException:
-            self._withdraw(queued)  # if no job took it: a cancelled add stores nothing
-            raise
-        await asyncio.wrap_future(queued.done)
-
-    def _withdraw(self, queued: _QueuedRow) -> None:
-        with self._lock:
-            if queued in self._queued:
-                self._queued.remove(queued)
-
-    def _insert_queued(self, connection: sqlite3.Connection) -> None:
-        with self._lock:
-            batch, self._queued = self._queued, []
-        if not batch:
-            return
-        try:
-            outcomes = in_transaction(connection, lambda: self._insert_all(connection, batch))
-        except BaseException as error:
-            for queued in batch:
-                queued.done.set_exception(error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        for queued, outcome in zip(batch, outcomes, strict=True):
-            if outcome is None:
-                queued.done.set_result(None)
-            else:
-                queued.done.set_exception(outcome)
-
-    def _insert_all(
-        self, connection: sqlite3.Connection, batch: list[_QueuedRow]
-    ) -> list[ValidationError | None]:
-        outcomes: list[ValidationError | None] = []
-        for queued in batch:
-            try:
-                self._insert_row(queued.scope, queued.row, queued.blob, connection)
-            except ValidationError as error:
-                outcomes.append(error)
-            else:
-                outcomes.append(None)
-        return outcomes
-
-
-class _QueuedRow:
-    __slots__ = ("blob", "done", "row", "scope")
-
-    def __init__(self, scope: str, row: EntryRow, blob: bytes) -> None:
-        self.scope = scope
-        self.row = row
-        self.blob = blob
-        self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
+"""Inserts one entry (scope, columns, vector blob), inside the write's transaction."""
 
 
 def entry_row(entry: MemoryEntry) -> EntryRow:
