@@ -29,7 +29,7 @@ import os
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Final, TypeVar
 
@@ -124,6 +124,9 @@ class SqliteMemoryStore(MemoryStore):
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> None:
         self._worker = SqliteWorker(path, setup=_create_schema, busy_timeout=busy_timeout)
         self._closed = False
+        self._scope_ids: dict[str, int] = {}
+        """Scope name -> id, as committed (scopes are never deleted, so an id never goes
+        stale); read and written on the worker thread only."""
 
     @property
     def path(self) -> str:
@@ -143,7 +146,11 @@ class SqliteMemoryStore(MemoryStore):
         words = _indexed_words(entry.content)
 
         def insert(connection: sqlite3.Connection) -> None:
-            scope_id = _scope_id(connection, scope) or _add_scope(connection, scope)
+            scope_id = (
+                self._scope_ids.get(scope)
+                or _scope_id(connection, scope)
+                or _add_scope(connection, scope)
+            )
             connection.execute(
                 "INSERT INTO memory_entries"
                 " (scope_id, content, structured_content, metadata, stored_at, terms)"
@@ -162,15 +169,18 @@ class SqliteMemoryStore(MemoryStore):
         words = _query_words(check_query(query))
 
         def find(connection: sqlite3.Connection) -> list[MemoryEntry]:
-            scope_id = _scope_id(connection, scope)
+            scope_id = self._committed_scope_id(connection, scope)
             if scope_id is None:
                 return []
-            matched = _ranked_matches(connection, scope_id, words, max_results)
-            matched_ids = {row[0] for row in matched}
-            fillers = _recent_rows(connection, scope_id, max_results - len(matched), matched_ids)
-            return [_decode(row) for row in (*matched, *fillers)]
+            # the counts only choose the terms to rank by: they need not share the snapshot
+            counts = _match_counts(connection, _scoped_terms(scope_id, words))
+            if not counts:  # one statement: its own snapshot
+                rows = _recent_rows(connection, scope_id, max_results, set())
+            else:
+                rows = _in_snapshot(connection, _matched_then_recent, scope_id, counts, max_results)
+            return [_decode(row) for row in rows]
 
-        return await worker.read(_in_snapshot(find))
+        return await worker.read(find)
 
     async def evict(self, scope: str, policy: EvictionPolicy) -> int:
         """Remove the entries of `scope` that `policy` does not keep (one transaction); how
@@ -181,7 +191,7 @@ class SqliteMemoryStore(MemoryStore):
         max_entries = policy.max_entries
 
         def delete(connection: sqlite3.Connection) -> int:
-            scope_id = _scope_id(connection, scope)
+            scope_id = self._scope_ids.get(scope) or _scope_id(connection, scope)
             if scope_id is None:
                 return 0
             removed = 0
@@ -199,7 +209,7 @@ class SqliteMemoryStore(MemoryStore):
         worker = self._open_worker()
 
         def delete(connection: sqlite3.Connection) -> None:
-            scope_id = _scope_id(connection, scope)
+            scope_id = self._scope_ids.get(scope) or _scope_id(connection, scope)
             if scope_id is not None:
                 connection.execute("DELETE FROM memory_entries WHERE scope_id = ?", (scope_id,))
 
@@ -223,6 +233,17 @@ class SqliteMemoryStore(MemoryStore):
         """Open the file now (a run does before its first model call): a file SQLite cannot
         use, or one with another program's tables, is a `ValidationError` naming it."""
         await self._open_worker().check()
+
+    def _committed_scope_id(self, connection: sqlite3.Connection, scope: str) -> int | None:
+        """The scope's id, remembered once a read has seen it committed. (A write's own
+        lookup may see a scope its transaction added, which a failed commit would undo,
+        and the id be given to another scope: writes use what reads remembered.)"""
+        scope_id = self._scope_ids.get(scope)
+        if scope_id is None:
+            scope_id = _scope_id(connection, scope)
+            if scope_id is not None:
+                self._scope_ids[scope] = scope_id
+        return scope_id
 
     def _open_worker(self) -> SqliteWorker:
         if self._closed:
@@ -327,20 +348,24 @@ def _schema_version(connection: sqlite3.Connection) -> int:
     return version
 
 
-def _in_snapshot(
-    fn: Callable[[sqlite3.Connection], T],
-) -> Callable[[sqlite3.Connection], T]:
-    """`fn` inside one read transaction, so its queries see one state of the file."""
+def _in_snapshot(connection: sqlite3.Connection, fn: Callable[..., T], *arguments: object) -> T:
+    """`fn(connection, *arguments)` inside one read transaction, so that its queries see
+    one state of the file."""
+    connection.execute("BEGIN")
+    try:
+        return fn(connection, *arguments)
+    finally:
+        if connection.in_transaction:
+            connection.execute("COMMIT")
 
-    def run(connection: sqlite3.Connection) -> T:
-        connection.execute("BEGIN")
-        try:
-            return fn(connection)
-        finally:
-            if connection.in_transaction:
-                connection.execute("COMMIT")
 
-    return run
+def _matched_then_recent(
+    connection: sqlite3.Connection, scope_id: int, counts: dict[str, int], limit: int
+) -> list[_EntryRow]:
+    """The entries matching the rarest terms, best first, then the most recent others."""
+    matched = _ranked_matches(connection, counts, limit)
+    matched_ids = {row[0] for row in matched}
+    return [*matched, *_recent_rows(connection, scope_id, limit - len(matched), matched_ids)]
 
 
 def _scope_id(connection: sqlite3.Connection, scope: str) -> int | None:
@@ -356,12 +381,10 @@ def _add_scope(connection: sqlite3.Connection, scope: str) -> int:
 
 
 def _ranked_matches(
-    connection: sqlite3.Connection, scope_id: int, words: Sequence[str], limit: int
+    connection: sqlite3.Connection, counts: dict[str, int], limit: int
 ) -> list[_EntryRow]:
-    """The entries matching the rarest of `words`, best first, newest first on ties."""
-    counts = _match_counts(connection, _scoped_terms(scope_id, words))
-    if not counts:
-        return []
+    """The entries matching the rarest of the counted terms, best first, newest first on
+    ties."""
     terms, total = _rarest_terms(counts)
     expression = _or_of(terms)
     lowest_id = 0 if total <= MATCH_BUDGET else _lowest_recent_match(connection, expression)
@@ -376,16 +399,17 @@ def _ranked_matches(
 
 def _match_counts(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
     """How many entries each term matches, counting no further than just past the budget
-    (a common term would otherwise cost a walk through all its postings)."""
-    counts = {}
-    for term in terms:
-        (count,) = connection.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?)",
-            (_or_of([term]), MATCH_BUDGET + 1),
-        ).fetchone()
-        if count:
-            counts[term] = count
-    return counts
+    (a common term would otherwise cost a walk through all its postings). One statement:
+    each statement hands the worker thread's GIL to the event loop and back."""
+    terms = list(terms)
+    if not terms:
+        return {}
+    counted = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
+    counts = connection.execute(
+        "SELECT " + ", ".join([counted] * len(terms)),
+        [value for term in terms for value in (_or_of([term]), MATCH_BUDGET + 1)],
+    ).fetchone()
+    return {term: count for term, count in zip(terms, counts, strict=True) if count}
 
 
 def _rarest_terms(counts: dict[str, int]) -> tuple[list[str], int]:
