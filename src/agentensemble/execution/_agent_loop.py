@@ -88,20 +88,19 @@ LoopStep: TypeAlias = Callable[[AgentLoop], Awaitable["LoopStep | None"]]
 """A step of the loop: does its work and returns the next step, or None when done."""
 
 
-async def run_agent_loop(state: TaskState) -> None:
+def run_agent_loop(state: TaskState) -> Awaitable[None]:
     """The agent task step: loop until the model gives a final answer (in ``state.raw``).
 
     Raises `AgentExecutionError` when the model (or the tool machinery) fails and
     `MaxIterationsExceededError` after the third STOP message. Tool errors never raise:
-    the model is told about them and carries on.
+    the model is told about them and carries on. (A plain function returning the loop's
+    coroutine: thousands of tasks may wait in it at once, each coroutine frame kept alive.)
     """
     prompts = state.prompts
     if prompts is None:  # the prompt step ran first
         raise AssertionError("agent loop without prompts")
     messages: list[Message] = [SystemMessage(prompts.system), UserMessage(prompts.user)]
-    loop = _start(state, messages, with_tools=True)
-    await _drive(loop)
-    state.raw = state.recorder.final_text(loop.answer)
+    return _drive(_start(state, messages, with_tools=True), answering=state)
 
 
 async def ask_once(state: TaskState, messages: list[Message]) -> str:
@@ -112,7 +111,9 @@ async def ask_once(state: TaskState, messages: list[Message]) -> str:
     return loop.answer or ""
 
 
-async def _drive(loop: AgentLoop) -> None:
+async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
+    """Run the loop's steps; its final answer becomes the task's raw output when
+    `answering` is the task's state."""
     step: LoopStep | None = ask_model
     try:
         while step is not None:
@@ -125,6 +126,8 @@ async def _drive(loop: AgentLoop) -> None:
             agent_role=loop.role,
             task_description=loop.task.planned.description,
         ) from error
+    if answering is not None:
+        answering.raw = answering.recorder.final_text(loop.answer)
 
 
 def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> AgentLoop:
