@@ -9,7 +9,8 @@ paused run, the review it waits for. `Ensemble(checkpoint=...)` records; ``run(r
 run_id)`` folds the recorded events back into the run's outputs and runs the rest.
 
 `CheckpointStore.sqlite(path)` keeps checkpoints in one SQLite file (WAL, one worker thread
-per store, one transaction per write; several processes may share the file).
+per store; a write commits before it returns, and writes queued together share a
+transaction; several processes may share the file).
 `CheckpointStore.in_memory()` keeps them for the life of the object (tests, notebooks).
 """
 

@@ -201,3 +201,167 @@ def test_work_queued_when_the_process_exits_is_committed(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM numbers").fetchone() == (50,)
+
+
+async def test_a_dropped_stores_thread_ends(tmp_path: Path) -> None:
+    """The thread does not keep its last jobs (closures over their store) while it waits."""
+    import gc
+    import weakref
+
+    from agentensemble.memory import MemoryEntry
+    from agentensemble.memory._sqlite import SqliteMemoryStore
+
+    before = _sqlite_threads()
+    store = SqliteMemoryStore(tmp_path / "m.db")
+    await store.store("notes", MemoryEntry("hello world"))
+    await store.retrieve("notes", "hello", 3)
+    [started] = _sqlite_threads() - before
+    dropped = weakref.ref(store)
+    del store
+    gc.collect()
+    assert dropped() is None
+    started.join(timeout=30)
+    assert not started.is_alive()
+
+
+def _next_row(connection: sqlite3.Connection) -> Any:
+    return next(iter(connection.execute("SELECT n FROM numbers")))  # none: StopIteration
+
+
+async def test_a_job_raising_stop_iteration_fails_alone(worker: SqliteWorker) -> None:
+    """A future cannot take StopIteration: it comes as a RuntimeError, and the answers
+    handed back with it still arrive."""
+    release, held = _held(worker, [])
+    queued = [worker.read(_next_row), worker.write(_insert(1)), worker.read(_numbers)]
+    release.set()
+    await held
+    failed, written, read = await _outcomes(queued)
+    assert isinstance(failed, RuntimeError)
+    assert isinstance(failed.__cause__, StopIteration)
+    assert written is None
+    assert read == [1]
+
+
+async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy.db"
+    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=30)
+    try:
+        await worker.read(_numbers)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the write below waits for this lock
+        try:
+            release, held = _held(worker, [])
+            read = worker.read(_numbers)
+            write = worker.write(_insert(1))
+            release.set()
+            await held
+            assert await read == []
+            assert not write.done()  # still waiting for the lock: the read did not wait
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await write
+        assert await worker.read(_numbers) == [1]
+    finally:
+        await worker.aclose()
+
+
+def _close_the_connection(connection: sqlite3.Connection) -> None:
+    connection.close()
+    raise ValueError("closed it")
+
+
+async def test_a_job_that_breaks_the_connection_leaves_no_caller_waiting(
+    worker: SqliteWorker,
+) -> None:
+    release, held = _held(worker, [])
+    queued: list[asyncio.Future[Any]] = [
+        worker.write(_close_the_connection),
+        worker.read(_numbers),
+    ]
+    release.set()
+    await held
+    broken, after = await _outcomes(queued)
+    assert isinstance(broken, ValueError)
+    assert isinstance(after, sqlite3.ProgrammingError)  # answered, not left waiting
+    with pytest.raises(sqlite3.ProgrammingError):
+        await worker.read(_numbers)
+
+
+def test_an_exit_hook_that_closes_the_store_does_not_hang_the_exit(tmp_path: Path) -> None:
+    """Exit hooks run last registered first: one registered before the store's first use
+    runs after the worker's own hook has ended the thread."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, atexit
+        from agentensemble.memory import MemoryEntry
+        from agentensemble.memory._sqlite import SqliteMemoryStore
+
+        store = SqliteMemoryStore({str(tmp_path / "m.db")!r})
+        atexit.register(lambda: asyncio.run(store.aclose()))
+
+        async def main():
+            await store.store("s", MemoryEntry("hello"))
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _when_written_twice(worker: SqliteWorker) -> asyncio.Event:
+    """An event set once two writes have been queued on `worker`."""
+    queued: list[object] = []
+    both = asyncio.Event()
+    write = worker.write
+
+    def counted(fn: Any) -> Any:
+        queued.append(fn)
+        if len(queued) == 2:
+            both.set()
+        return write(fn)
+
+    worker.write = counted  # type: ignore[method-assign]
+    return both
+
+
+async def test_a_vector_cache_is_reloaded_after_its_eviction_rolled_back(
+    tmp_path: Path,
+) -> None:
+    """An eviction that shares its transaction with a write that fills the disk is rolled
+    back with it, after it changed the index's cache: the cache must not look current."""
+    from agentensemble.memory import EvictionPolicy, MemoryEntry
+    from agentensemble.memory._vector_indexes import SqliteVectorIndex
+
+    path = tmp_path / "v.db"
+    index = SqliteVectorIndex(path)
+    other = SqliteVectorIndex(path)
+    try:
+        for number, name in enumerate("abcde"):
+            await index.add("s", MemoryEntry(name), [1.0, float(number)])
+        assert len(await index.search("s", [1.0, 0.0], 10)) == 5  # cached
+        worker = index._worker
+        pages = await worker.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+        await worker.read(lambda c: c.execute(f"PRAGMA max_page_count={pages + 2}"))
+        release, held = _held(worker, [])
+        both_queued = _when_written_twice(worker)
+        evicted = asyncio.ensure_future(index.evict("s", EvictionPolicy.keep_last_entries(2)))
+        too_big = asyncio.ensure_future(index.add("s", MemoryEntry("x" * 200_000), [1.0, 9.0]))
+        await both_queued.wait()  # both behind the held worker: they share a transaction
+        release.set()
+        await held
+        outcomes = await _outcomes([evicted, too_big])
+        assert [type(outcome) for outcome in outcomes] == [sqlite3.OperationalError] * 2
+        await worker.read(lambda c: c.execute("PRAGMA max_page_count=1073741823"))
+        assert await index.evict("s", EvictionPolicy.keep_last_entries(4)) == 1
+        found = sorted(entry.content for entry in await index.search("s", [1.0, 0.0], 10))
+        assert found == ["b", "c", "d", "e"]
+        assert found == sorted(e.content for e in await other.search("s", [1.0, 0.0], 10))
+    finally:
+        await index.aclose()
+        await other.aclose()

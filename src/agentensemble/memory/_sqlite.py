@@ -29,7 +29,7 @@ import os
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Final, TypeVar
 
@@ -172,11 +172,9 @@ class SqliteMemoryStore(MemoryStore):
             scope_id = self._committed_scope_id(connection, scope)
             if scope_id is None:
                 return []
-            # the counts only choose the terms to rank by: they need not share the snapshot
-            counts = _match_counts(connection, _scoped_terms(scope_id, words))
-            if not counts:  # one statement: its own snapshot
-                rows = _recent_rows(connection, scope_id, max_results, set())
-            else:
+            terms = _scoped_terms(scope_id, words)
+            counts, rows = _counts_and_recent(connection, scope_id, terms, max_results)
+            if counts:  # the counts only choose the terms to rank by
                 rows = _in_snapshot(connection, _matched_then_recent, scope_id, counts, max_results)
             return [_decode(row) for row in rows]
 
@@ -397,19 +395,30 @@ def _ranked_matches(
     ).fetchall()
 
 
-def _match_counts(connection: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
-    """How many entries each term matches, counting no further than just past the budget
-    (a common term would otherwise cost a walk through all its postings). One statement:
-    each statement hands the worker thread's GIL to the event loop and back."""
-    terms = list(terms)
-    if not terms:
-        return {}
-    counted = "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
-    counts = connection.execute(
-        "SELECT " + ", ".join([counted] * len(terms)),
-        [value for term in terms for value in (_or_of([term]), MATCH_BUDGET + 1)],
-    ).fetchone()
-    return {term: count for term, count in zip(terms, counts, strict=True) if count}
+_COUNTED: Final = (
+    "(SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH ? LIMIT ?))"
+)
+
+
+def _counts_and_recent(
+    connection: sqlite3.Connection, scope_id: int, terms: Sequence[str], limit: int
+) -> tuple[dict[str, int], list[_EntryRow]]:
+    """How many entries each term matches (counting no further than just past the budget:
+    a common term would otherwise cost a walk through all its postings), and the `limit`
+    most recent entries of the scope, newest first. One statement, so one state of the
+    file (when nothing matches, the recent entries are the answer), and one hand-over of
+    the worker thread's GIL to the event loop and back (each statement is one)."""
+    columns = ", ".join([*([_COUNTED] * len(terms)), _ENTRY_COLUMNS])
+    counting = [value for term in terms for value in (_or_of([term]), MATCH_BUDGET + 1)]
+    rows = connection.execute(
+        f"SELECT {columns} FROM memory_entries WHERE scope_id = ? ORDER BY id DESC LIMIT ?",
+        (*counting, scope_id, limit),
+    ).fetchall()
+    if not rows:  # an empty scope
+        return {}, []
+    counts = dict(zip(terms, rows[0][: len(terms)], strict=True))
+    recent = [row[len(terms) :] for row in rows]
+    return {term: count for term, count in counts.items() if count}, recent
 
 
 def _rarest_terms(counts: dict[str, int]) -> tuple[list[str], int]:

@@ -99,8 +99,8 @@ class SqliteWorker:
             self.close()
             return
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        state.jobs.put(_Stop(ended))  # closed above: nothing is queued after it
-        await ended
+        if state.submit(_Stop(ended)):  # closed above: nothing is queued after it
+            await ended
 
     def close(self) -> None:
         """Close without awaiting: the worker finishes queued work, then closes. Work
@@ -119,10 +119,8 @@ class SqliteWorker:
                 raise RuntimeError(f"The SQLite file's worker is closed: {self.path}")
             if self._pid != os.getpid():
                 self._start_over_after_fork()
-            state = self._state
-            if state.thread is None:
-                state.start()
-            state.jobs.put(job)
+            if not self._state.submit(job):
+                raise RuntimeError(f"The SQLite file's worker has stopped: {self.path}")
 
     def _opener(self) -> Callable[[], sqlite3.Connection]:
         """What opens the connection, without a reference to the worker (the thread holds
@@ -246,30 +244,68 @@ class _Stop(NamedTuple):
     ended: asyncio.Future[None] | None
 
 
-_SLOW_STEP = 0.002
-"""Results are handed back once per batch, or at once after a step slower than this (a
-write waiting for another process's lock): the results before it are not held up."""
+_ANSWER_WITHIN = 0.002
+"""Answers are handed back once per batch, but none waits longer than this for the rest
+of the batch, and all are handed back before a write (which may wait for another
+process's lock)."""
+
+
+class _Answers:
+    """The outcomes of a batch not yet handed back, and since when the oldest waits."""
+
+    __slots__ = ("oldest", "ready")
+
+    def __init__(self) -> None:
+        self.ready: list[Outcome] = []
+        self.oldest = 0.0
+
+    def send(self) -> None:
+        _hand_back(self.ready)
+        self.ready = []
+        self.oldest = 0.0
+
+    def send_if_waiting(self) -> None:
+        """Hand back now if the oldest answer has waited long enough."""
+        if not self.ready:
+            return
+        now = time.monotonic()
+        if not self.oldest:
+            self.oldest = now
+        elif now - self.oldest > _ANSWER_WITHIN:
+            self.send()
 
 
 class _WorkerState:
     """What the worker thread owns (the job queue, the connection); kept apart from the
     worker so that the worker can be garbage-collected while its thread runs."""
 
-    __slots__ = ("__weakref__", "connection", "jobs", "open", "thread")
+    __slots__ = ("__weakref__", "connection", "jobs", "lock", "open", "stopped", "thread")
 
     def __init__(self, open_connection: Callable[[], sqlite3.Connection]) -> None:
         self.open = open_connection
         self.jobs: queue.SimpleQueue[_Job | _Stop] = queue.SimpleQueue()
         self.connection: sqlite3.Connection | None = None
         self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.stopped = False
+        """Set by the thread as it ends: nothing is queued after that."""
 
-    def start(self) -> None:
-        thread = threading.Thread(
-            target=self._serve, name=f"agentensemble-sqlite_{next(_THREAD_NUMBERS)}", daemon=True
-        )
-        self.thread = thread
-        _AT_EXIT.watch(self)
-        thread.start()
+    def submit(self, job: _Job | _Stop) -> bool:
+        """Queue `job` (starting the thread if need be); False when the thread has ended
+        (a stop at exit, say), which then never sees the job."""
+        with self.lock:
+            if self.stopped:
+                return False
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._serve,
+                    name=f"agentensemble-sqlite_{next(_THREAD_NUMBERS)}",
+                    daemon=True,
+                )
+                _AT_EXIT.watch(self)
+                self.thread.start()
+            self.jobs.put(job)
+            return True
 
     @staticmethod
     def stop(state: _WorkerState) -> None:
@@ -280,43 +316,70 @@ class _WorkerState:
             state.jobs.put(_Stop(None))
 
     def _serve(self) -> None:
-        jobs = self.jobs
-        while True:
-            batch = [jobs.get()]
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    batch.append(jobs.get_nowait())
-            if not self._run(batch):
-                return
+        try:
+            while self._serve_one_batch():
+                pass
+        finally:
+            self._refuse_the_rest()
+
+    def _serve_one_batch(self) -> bool:
+        """Wait for work and do all that is queued; False once told to stop. (Its own
+        frame: the batch's jobs, closures over their store, must not stay referenced
+        while the thread waits, or a dropped store would never be collected.)"""
+        batch = [self.jobs.get()]
+        with contextlib.suppress(queue.Empty):
+            while True:
+                batch.append(self.jobs.get_nowait())
+        try:
+            return self._run(batch)
+        except Exception as error:  # a defect here must not leave a caller waiting
+            _hand_back([(job.future, False, error) for job in batch if isinstance(job, _Job)])
+            return True
+
+    def _refuse_the_rest(self) -> None:
+        """The thread is ending: nothing more is queued, and what was (after a stop, or
+        when the thread failed) is answered."""
+        with self.lock:
+            self.stopped = True
+        with contextlib.suppress(Exception):
+            self._close_connection()
+        refused = RuntimeError("The SQLite file's worker has stopped")
+        answers: list[Outcome] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                job = self.jobs.get_nowait()
+                if isinstance(job, _Job):
+                    answers.append((job.future, False, refused))
+                elif job.ended is not None:
+                    answers.append((job.ended, True, None))
+        _hand_back(answers)
 
     def _run(self, batch: list[_Job | _Stop]) -> bool:
         """Do a batch in order, consecutive writes in one transaction; False once stopped."""
-        outcomes: list[Outcome] = []
+        answers = _Answers()
         position = 0
         while position < len(batch):
             job = batch[position]
             if isinstance(job, _Stop):
                 self._close_connection()
                 if job.ended is not None:
-                    outcomes.append((job.ended, True, None))
-                _hand_back(outcomes)
+                    answers.ready.append((job.ended, True, None))
+                answers.send()
                 return False
-            started = time.monotonic()
             if job.writes:
+                answers.send()  # a write may wait up to busy_timeout for another process
                 group = [job]
                 for later in batch[position + 1 :]:
                     if not isinstance(later, _Job) or not later.writes:
                         break
                     group.append(later)
-                self._write(group, outcomes)
+                self._write(group, answers.ready)
                 position += len(group)
             else:
-                self._read(job, outcomes)
+                self._read(job, answers.ready)
                 position += 1
-            if time.monotonic() - started > _SLOW_STEP:
-                _hand_back(outcomes)
-                outcomes = []
-        _hand_back(outcomes)
+            answers.send_if_waiting()
+        answers.send()
         return True
 
     def _read(self, job: _Job, outcomes: list[Outcome]) -> None:
@@ -344,8 +407,9 @@ class _WorkerState:
                 done = [_in_savepoint(connection, job) for job in wanted]
             connection.execute("COMMIT")
         except BaseException as error:
-            if self.connection is not None and self.connection.in_transaction:
-                self.connection.execute("ROLLBACK")
+            with contextlib.suppress(Exception):  # a broken connection: the error says why
+                if self.connection is not None and self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
             done = [(job.future, False, error) for job in wanted]
         outcomes.extend(done)
 
@@ -393,6 +457,10 @@ def _settle(outcomes: list[Outcome]) -> None:
             continue
         if ok:
             future.set_result(value)
+        elif isinstance(value, StopIteration):  # a future refuses it: it ends generators
+            failure = RuntimeError(f"a SQLite job raised StopIteration: {value!r}")
+            failure.__cause__ = value
+            future.set_exception(failure)
         else:
             future.set_exception(value)
 

@@ -262,9 +262,9 @@ class SqliteVectorIndex(_SqliteIndex):
     def _evict(self, scope: str, cutoff_us: int, limit: int, connection: sqlite3.Connection) -> int:
         removed = delete_evicted(connection, "vector_entries", scope, cutoff_us, limit)
         if removed:
-            generation = _bump_generation(connection, scope)
+            before, generation = _bump_generation(connection, scope)
             cached = self._cache.get(scope)
-            if cached is not None and cached.generation == generation - 1:
+            if cached is not None and cached.generation == before:
                 cached.forget(set(removed), generation)  # no reload for this process
         return len(removed)
 
@@ -378,13 +378,20 @@ def _clear_exact(scope: str, connection: sqlite3.Connection) -> None:
         _bump_generation(connection, scope)
 
 
-def _bump_generation(connection: sqlite3.Connection, scope: str) -> int:
-    """Tell every index object on the file that `scope` lost rows; the new generation."""
-    ((generation,),) = connection.execute(  # fetchall: the statement must finish
-        "UPDATE vector_scopes SET generation = generation + 1 WHERE scope = ? RETURNING generation",
+def _bump_generation(connection: sqlite3.Connection, scope: str) -> tuple[int, int]:
+    """Tell every index object on the file that `scope` lost rows: the generation before,
+    and the new one. A random one, not a counter: a counter would give a rolled-back
+    transaction's value out again, and a cache that transaction updated would look
+    current (writes queued together share a transaction, and roll back together when it
+    fails as a whole)."""
+    ((before,),) = connection.execute(
+        "SELECT generation FROM vector_scopes WHERE scope = ?", (scope,)
+    ).fetchall()
+    ((after,),) = connection.execute(  # fetchall: the statement must finish
+        "UPDATE vector_scopes SET generation = random() WHERE scope = ? RETURNING generation",
         (scope,),
     ).fetchall()
-    return int(generation)
+    return int(before), int(after)
 
 
 class SqliteVecIndex(_SqliteIndex):
