@@ -55,6 +55,22 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
         "mapreduce_adaptive_listened_wall_s": ("adaptive_instant_listened", "wall_s"),
         "mapreduce_adaptive_listened_rss_mb": ("adaptive_instant_listened", "peak_rss_mb"),
     },
+    "memory.py": {
+        "memory_sqlite_one_scope_us_per_run": ("per_task", "wall_us_with_one_scope_sqlite"),
+        "memory_sqlite_concurrent_stores_per_s": ("keyword", "store_concurrent_entries_per_s"),
+        "memory_semantic_concurrent_stores_per_s": (
+            "semantic",
+            "store_concurrent_entries_per_s",
+        ),
+        "memory_sqlite_retrieve_p50_ms": ("keyword", "retrieve", "p50_ms"),
+    },
+    "durable.py": {
+        "durable_sqlite_checkpoint_us_per_task": (
+            "checkpoint",
+            "checkpoint_cost_per_task_us",
+            "sqlite",
+        ),
+    },
     "web.py": {
         "web_async_over_sdk": ("throughput_ratio_to_sdk", "async"),
         "web_sync_over_sdk": ("throughput_ratio_to_sdk", "sync"),
@@ -63,7 +79,13 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 """Where each compared figure sits in each benchmark's JSON."""
 HIGHER_IS_BETTER = frozenset(
-    {"web_async_over_sdk", "web_sync_over_sdk", "web_sqlite_memory_over_sdk"}
+    {
+        "web_async_over_sdk",
+        "web_sync_over_sdk",
+        "web_sqlite_memory_over_sdk",
+        "memory_sqlite_concurrent_stores_per_s",
+        "memory_semantic_concurrent_stores_per_s",
+    }
 )
 """The figures where more is better (the rest are costs)."""
 
