@@ -474,11 +474,19 @@ class _AtExit:
     hook is registered with the process's first thread, not at import."""
 
     def __init__(self) -> None:
+        self._registered = False  # a forked child inherits the registration too
+        self._start_over()
+
+    def _start_over(self) -> None:
+        """Nothing watched (a new process, or a forked child, where the parent's lock may
+        have been held by a thread that does not exist there)."""
         self._lock = threading.Lock()
         self._live: weakref.WeakSet[_WorkerState] = weakref.WeakSet()
-        self._registered = False
+        self._pid = os.getpid()
 
     def watch(self, state: _WorkerState) -> None:
+        if self._pid != os.getpid():
+            self._start_over()
         with self._lock:
             if not self._registered:
                 atexit.register(self.finish)
