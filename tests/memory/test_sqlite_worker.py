@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -66,6 +67,18 @@ def _held(worker: SqliteWorker, statements: list[str]) -> tuple[threading.Event,
     return release, worker.read(hold)
 
 
+@contextlib.contextmanager
+def _write_lock_held_elsewhere(path: Path) -> Iterator[None]:
+    """Another connection (as another process would) holds the file's write lock."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
 async def test_writes_queued_together_share_one_transaction_and_a_failing_one_rolls_back_alone(
     worker: SqliteWorker,
 ) -> None:
@@ -90,17 +103,12 @@ async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(
     worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=0)
     try:
         await worker.read(_numbers)  # made, schema and all
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-        try:
+        with _write_lock_held_elsewhere(path):
             release, held = _held(worker, [])
             queued = [worker.write(_insert(1)), worker.write(_insert(2))]
             release.set()
             await held
             outcomes = await _outcomes(queued)
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
         assert [type(outcome) for outcome in outcomes] == [sqlite3.OperationalError] * 2
         assert "locked" in str(outcomes[0])
         assert await worker.read(_numbers) == []
@@ -249,9 +257,7 @@ async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
     worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=30)
     try:
         await worker.read(_numbers)
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")  # the write below waits for this lock
-        try:
+        with _write_lock_held_elsewhere(path):  # the write below waits for it
             release, held = _held(worker, [])
             read = worker.read(_numbers)
             write = worker.write(_insert(1))
@@ -259,9 +265,6 @@ async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
             await held
             assert await read == []
             assert not write.done()  # still waiting for the lock: the read did not wait
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
         await write
         assert await worker.read(_numbers) == [1]
     finally:
