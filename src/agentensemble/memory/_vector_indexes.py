@@ -541,7 +541,9 @@ _NO_CUTOFF = -(2**63)
 
 
 InsertRow = Callable[[str, EntryRow, bytes, sqlite3.Connection], None]
-"""Inserts one entry (scope, columns, vector blob), inside the write's transaction."""
+"""Inserts one entry (scope, columns, vector blob), inside the write's transaction. An
+error that rejects the entry (a ValidationError) must come before anything is written: the
+write is rolled back to its savepoint, and a virtual table (sqlite-vec's) may not be."""
 
 
 def entry_row(entry: MemoryEntry) -> EntryRow:
