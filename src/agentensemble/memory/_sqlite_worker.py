@@ -317,8 +317,9 @@ class _WorkerState:
 
     def _serve(self) -> None:
         try:
-            while self._serve_one_batch():
-                pass
+            serving = True
+            while serving:
+                serving = self._serve_one_batch()
         finally:
             self._refuse_the_rest()
 
