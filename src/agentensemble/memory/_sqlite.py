@@ -29,9 +29,9 @@ import os
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Final, TypeVar
+from typing import Final
 
 from agentensemble.errors import AgentEnsembleError
 from agentensemble.memory._encoding import json_text
@@ -43,12 +43,10 @@ from agentensemble.memory._model import (
     check_query,
     check_scope,
 )
-from agentensemble.memory._sqlite_worker import SqliteWorker
+from agentensemble.memory._sqlite_worker import SqliteWorker, read_snapshot
 from agentensemble.memory._store import MemoryStore
 
 __all__ = ["SqliteMemoryStore"]
-
-T = TypeVar("T")
 
 SCHEMA_VERSION: Final = 1
 
@@ -146,11 +144,7 @@ class SqliteMemoryStore(MemoryStore):
         words = _indexed_words(entry.content)
 
         def insert(connection: sqlite3.Connection) -> None:
-            scope_id = (
-                self._scope_ids.get(scope)
-                or _scope_id(connection, scope)
-                or _add_scope(connection, scope)
-            )
+            scope_id = self._scope_id(connection, scope) or _add_scope(connection, scope)
             connection.execute(
                 "INSERT INTO memory_entries"
                 " (scope_id, content, structured_content, metadata, stored_at, terms)"
@@ -175,7 +169,8 @@ class SqliteMemoryStore(MemoryStore):
             terms = _scoped_terms(scope_id, words)
             counts, rows = _counts_and_recent(connection, scope_id, terms, max_results)
             if counts:  # the counts only choose the terms to rank by
-                rows = _in_snapshot(connection, _matched_then_recent, scope_id, counts, max_results)
+                with read_snapshot(connection):
+                    rows = _matched_then_recent(connection, scope_id, counts, max_results)
             return [_decode(row) for row in rows]
 
         return await worker.read(find)
@@ -189,7 +184,7 @@ class SqliteMemoryStore(MemoryStore):
         max_entries = policy.max_entries
 
         def delete(connection: sqlite3.Connection) -> int:
-            scope_id = self._scope_ids.get(scope) or _scope_id(connection, scope)
+            scope_id = self._scope_id(connection, scope)
             if scope_id is None:
                 return 0
             removed = 0
@@ -207,7 +202,7 @@ class SqliteMemoryStore(MemoryStore):
         worker = self._open_worker()
 
         def delete(connection: sqlite3.Connection) -> None:
-            scope_id = self._scope_ids.get(scope) or _scope_id(connection, scope)
+            scope_id = self._scope_id(connection, scope)
             if scope_id is not None:
                 connection.execute("DELETE FROM memory_entries WHERE scope_id = ?", (scope_id,))
 
@@ -231,6 +226,10 @@ class SqliteMemoryStore(MemoryStore):
         """Open the file now (a run does before its first model call): a file SQLite cannot
         use, or one with another program's tables, is a `ValidationError` naming it."""
         await self._open_worker().check()
+
+    def _scope_id(self, connection: sqlite3.Connection, scope: str) -> int | None:
+        """The scope's id, for a write: as remembered, else looked up (not remembered)."""
+        return self._scope_ids.get(scope) or _scope_id(connection, scope)
 
     def _committed_scope_id(self, connection: sqlite3.Connection, scope: str) -> int | None:
         """The scope's id, remembered once a read has seen it committed. (A write's own
@@ -344,17 +343,6 @@ def _create_schema(connection: sqlite3.Connection) -> None:
 def _schema_version(connection: sqlite3.Connection) -> int:
     version: int = connection.execute("PRAGMA user_version").fetchone()[0]
     return version
-
-
-def _in_snapshot(connection: sqlite3.Connection, fn: Callable[..., T], *arguments: object) -> T:
-    """`fn(connection, *arguments)` inside one read transaction, so that its queries see
-    one state of the file."""
-    connection.execute("BEGIN")
-    try:
-        return fn(connection, *arguments)
-    finally:
-        if connection.in_transaction:
-            connection.execute("COMMIT")
 
 
 def _matched_then_recent(

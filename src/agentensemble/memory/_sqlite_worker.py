@@ -20,12 +20,12 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 from agentensemble.errors import ValidationError
 
-__all__ = ["Connect", "SqliteWorker"]
+__all__ = ["Connect", "SqliteWorker", "read_snapshot"]
 
 T = TypeVar("T")
 Connect = Callable[..., Any]
@@ -207,6 +207,17 @@ def _open_connection(
     return connection
 
 
+@contextlib.contextmanager
+def read_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every statement inside sees the same committed state."""
+    connection.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if connection.in_transaction:  # an error inside may have ended it already
+            connection.execute("COMMIT")
+
+
 def _use_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
     """Switch the file to WAL mode. Two processes opening a new file at once can find it
     locked without SQLite's busy handler being asked, so the switch is retried until
@@ -316,17 +327,18 @@ class _WorkerState:
             state.jobs.put(_Stop(None))
 
     def _serve(self) -> None:
+        left: list[_Job | _Stop] = []
         try:
-            serving = True
-            while serving:
-                serving = self._serve_one_batch()
+            while not left:
+                left = self._serve_one_batch()
         finally:
-            self._refuse_the_rest()
+            self._end(left)
 
-    def _serve_one_batch(self) -> bool:
-        """Wait for work and do all that is queued; False once told to stop. (Its own
-        frame: the batch's jobs, closures over their store, must not stay referenced
-        while the thread waits, or a dropped store would never be collected.)"""
+    def _serve_one_batch(self) -> list[_Job | _Stop]:
+        """Wait for work and do all that is queued; once told to stop, what is left of the
+        batch, the stop first (else []). (Its own frame: the batch's jobs, closures over
+        their store, must not stay referenced while the thread waits, or a dropped store
+        would never be collected.)"""
         batch = [self.jobs.get()]
         with contextlib.suppress(queue.Empty):
             while True:
@@ -335,38 +347,38 @@ class _WorkerState:
             return self._run(batch)
         except Exception as error:  # a defect here must not leave a caller waiting
             _hand_back([(job.future, False, error) for job in batch if isinstance(job, _Job)])
-            return True
+            return []
 
-    def _refuse_the_rest(self) -> None:
-        """The thread is ending: nothing more is queued, and what was (after a stop, or
-        when the thread failed) is answered."""
+    def _end(self, left: list[_Job | _Stop]) -> None:
+        """The thread is ending (told to stop, or failed): nothing more is queued, the
+        connection is closed, then the stops left and queued are answered and the work
+        refused."""
         with self.lock:
             self.stopped = True
         with contextlib.suppress(Exception):
             self._close_connection()
-        refused = RuntimeError("The SQLite file's worker has stopped")
-        answers: list[Outcome] = []
         with contextlib.suppress(queue.Empty):
             while True:
-                job = self.jobs.get_nowait()
-                if isinstance(job, _Job):
-                    answers.append((job.future, False, refused))
-                elif job.ended is not None:
-                    answers.append((job.ended, True, None))
+                left.append(self.jobs.get_nowait())
+        refused = RuntimeError("The SQLite file's worker has stopped")
+        answers: list[Outcome] = []
+        for job in left:
+            if isinstance(job, _Job):
+                answers.append((job.future, False, refused))
+            elif job.ended is not None:
+                answers.append((job.ended, True, None))
         _hand_back(answers)
 
-    def _run(self, batch: list[_Job | _Stop]) -> bool:
-        """Do a batch in order, consecutive writes in one transaction; False once stopped."""
+    def _run(self, batch: list[_Job | _Stop]) -> list[_Job | _Stop]:
+        """Do a batch in order, consecutive writes in one transaction; at a stop, what is
+        left of the batch, the stop first (else [])."""
         answers = _Answers()
         position = 0
         while position < len(batch):
             job = batch[position]
             if isinstance(job, _Stop):
-                self._close_connection()
-                if job.ended is not None:
-                    answers.ready.append((job.ended, True, None))
                 answers.send()
-                return False
+                return batch[position:]
             if job.writes:
                 answers.send()  # a write may wait up to busy_timeout for another process
                 group = [job]
@@ -381,7 +393,7 @@ class _WorkerState:
                 position += 1
             answers.send_if_waiting()
         answers.send()
-        return True
+        return []
 
     def _read(self, job: _Job, outcomes: list[Outcome]) -> None:
         if job.future.cancelled():  # cancelled while queued: it does not run

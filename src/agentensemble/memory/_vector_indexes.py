@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import functools
 import json
 import os
@@ -17,7 +16,7 @@ import re
 import reprlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
@@ -30,7 +29,7 @@ from agentensemble.memory._embeddings import VectorIndex, check_policy
 from agentensemble.memory._encoding import json_text
 from agentensemble.memory._in_memory import check_entry
 from agentensemble.memory._model import EvictionPolicy, MemoryEntry, check_scope
-from agentensemble.memory._sqlite_worker import SqliteWorker
+from agentensemble.memory._sqlite_worker import SqliteWorker, read_snapshot
 
 if TYPE_CHECKING:
     from agentensemble.memory._embeddings import Vector
@@ -602,17 +601,6 @@ def delete_evicted(
         {"scope": scope, "cutoff": cutoff_us, "limit": limit},
     ).fetchall()
     return [row[0] for row in deleted]
-
-
-@contextlib.contextmanager
-def read_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
-    """One read transaction: every statement inside sees the same committed state."""
-    connection.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if connection.in_transaction:  # an error inside may have ended it already
-            connection.execute("COMMIT")
 
 
 # Vector arithmetic and argument checks.

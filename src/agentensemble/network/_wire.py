@@ -121,8 +121,9 @@ class WorkRequest(_Wire):
     """A request to run a shared task or tool of another ensemble.
 
     `task` names the shared task or tool; `context` is the task's request text (its run
-    input ``request``: see `Ensemble.shared_tasks`) or the tool's JSON arguments. `deadline` becomes
-    the run's timeout. The `request_id` is the idempotency key: one id, one result.
+    input ``request``: see `Ensemble.shared_tasks`) or the tool's JSON arguments.
+    `deadline` becomes the run's timeout. The `request_id` is the idempotency key: one id,
+    one result.
     """
 
     request_id: _Text
