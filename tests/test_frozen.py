@@ -79,3 +79,24 @@ def test_an_init_var_is_refused() -> None:
 
     with pytest.raises(TypeError, match="WithInitVar has an InitVar"):
         direct_init(WithInitVar)
+
+
+def test_direct_maker_takes_packed_then_leading_then_keyword_fields() -> None:
+    from agentensemble._frozen import direct_maker
+
+    make = direct_maker(Point, packed=("y", "x"), leading=("scale",))
+    point = make((-4, 3), 2, tags=("a",))
+    assert point == Point(3, -4, ("a",), scale=2)
+    assert point._norm == 7  # __post_init__ ran
+    assert make((0, 0), 1) == Point(0)  # the class's defaults and factories
+    with pytest.raises(TypeError, match="positional"):
+        make((0, 0), 1, ("a",))  # every other field is keyword-only
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 5  # type: ignore[misc]
+
+
+def test_direct_maker_refuses_a_field_the_class_does_not_have() -> None:
+    from agentensemble._frozen import direct_maker
+
+    with pytest.raises(TypeError, match="Point has no field 'z'"):
+        direct_maker(Point, packed=("x", "z"))

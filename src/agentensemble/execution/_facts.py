@@ -18,6 +18,9 @@ from agentensemble.observability._events import (
     ReviewDecidedEvent,
     ReviewRequestedEvent,
     ReviewTimedOutEvent,
+    TaskEvent,
+    TaskIds,
+    task_event_maker,
 )
 from agentensemble.observability._json import json_data
 
@@ -47,31 +50,31 @@ class CapabilityFacts:
         self.events = task.run.events
         planned = task.planned
         self.role = planned.role
-        self._ids: dict[str, Any] = {
-            "ensemble_id": task.run.run_id,
-            "task_id": task.task_id,
-            "parent_task_id": task.parent_task_id,
-            "task_index": planned.index,
-            "task_description": planned.description,
-            "agent_role": self.role,
-        }
+        self._ids = TaskIds(
+            ensemble_id=task.run.run_id,
+            task_id=task.task_id,
+            parent_task_id=task.parent_task_id,
+            task_index=planned.index,
+            task_description=planned.description,
+            agent_role=self.role,
+        )
 
     def _emit(
         self,
-        kind: Callable[..., Event],
-        ids: dict[str, Any] | None = None,
+        kind: type[TaskEvent],
+        ids: TaskIds | None = None,
         timestamp: datetime | None = None,
         **fields: Any,
     ) -> Awaitable[None]:
-        """Emit one event of the task: the next `seq`, `timestamp` (else now), the task's ids
-        (or `ids`), then `fields`. The folds see it at once; await the result to deliver it
-        to the listeners."""
+        """Emit one event of the task: the task's ids (or `ids`), the next `seq`,
+        `timestamp` (else now), then `fields`. The folds see it at once; await the result to
+        deliver it to the listeners."""
         events = self.events
         return events.emit(
-            kind(
-                seq=events.next_seq(),
-                timestamp=timestamp or datetime.now(UTC),
-                **(ids or self._ids),
+            task_event_maker(kind)(
+                ids or self._ids,
+                events.next_seq(),
+                timestamp or datetime.now(UTC),
                 **fields,
             )
         )
@@ -205,13 +208,11 @@ class CapabilityFacts:
             duration=timedelta(seconds=seconds),
         )
 
-    def _review_ids(self, request: ReviewRequest) -> dict[str, Any]:
+    def _review_ids(self, request: ReviewRequest) -> TaskIds:
         """A review's task: the one under review (a gate before a task, say)."""
-        return {
-            **self._ids,
-            "task_id": request.task_id,
-            "task_description": request.task_description,
-        }
+        return self._ids._replace(
+            task_id=request.task_id, task_description=request.task_description
+        )
 
 
 def review_request_fields(request: ReviewRequest) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentensemble._frozen import direct_init
@@ -27,6 +27,7 @@ from agentensemble.observability._events import (
     TaskStartEvent,
     TokenEvent,
     ToolCallEvent,
+    task_event_maker,
 )
 from agentensemble.observability._json import json_data
 from agentensemble.observability._metrics import UNKNOWN, add_known
@@ -89,8 +90,10 @@ class TaskRecorder(CapabilityFacts):
         task = self.task
         usage = task.run.trace.usage(task.task_id)
         duration = self._elapsed()
-        event = TaskCompleteEvent(
-            seq=self.events.next_seq(),
+        event = task_event_maker(TaskCompleteEvent)(
+            self._ids,
+            self.events.next_seq(),
+            datetime.now(UTC),
             total_tasks=task.planned.total,
             duration=duration,
             raw=raw,
@@ -99,7 +102,6 @@ class TaskRecorder(CapabilityFacts):
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             token_count=add_known(usage.input_tokens, usage.output_tokens),
-            **self._ids,
         )
         return event, self._folded(event, parsed)
 
@@ -113,7 +115,7 @@ class TaskRecorder(CapabilityFacts):
             recorded,
             seq=self.events.next_seq(),
             total_tasks=task.planned.total,
-            **self._ids,
+            **self._ids._asdict(),
         )
         return event, self._folded(event, parsed)
 

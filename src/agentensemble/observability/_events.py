@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import direct_init, direct_maker
 from agentensemble.models import Message, ToolCall
 from agentensemble.observability._cost import CostConfiguration
 
@@ -58,10 +58,12 @@ __all__ = [
     "TaskCompleteEvent",
     "TaskEvent",
     "TaskFailedEvent",
+    "TaskIds",
     "TaskInputEvent",
     "TaskStartEvent",
     "TokenEvent",
     "ToolCallEvent",
+    "task_event_maker",
 ]
 
 
@@ -169,6 +171,32 @@ class TaskEvent(EventBase):
     """1-based, unique within the run (a delegated worker has its caller's)."""
     task_description: str = ""
     agent_role: str = ""
+
+
+class TaskIds(NamedTuple):
+    """The ids every event of one task execution carries (`TaskEvent`'s fields)."""
+
+    ensemble_id: str
+    task_id: str
+    parent_task_id: str | None
+    task_index: int
+    task_description: str
+    agent_role: str
+
+
+AnyTaskEvent = TypeVar("AnyTaskEvent", bound=TaskEvent)
+
+
+def task_event_maker(kind: type[AnyTaskEvent]) -> Callable[..., AnyTaskEvent]:
+    """The engine's constructor of a task's events of class `kind`:
+    ``make(ids, seq, timestamp, **fields)``, with the task's `TaskIds` and the event's own
+    fields by keyword (made at its first use, see `direct_maker`: a task emits several
+    events, and building each is a good part of the engine's cost per task)."""
+    maker: Callable[..., AnyTaskEvent] | None = vars(kind).get("_task_event_maker")
+    if maker is None:
+        maker = direct_maker(kind, TaskIds._fields, ("seq", "timestamp"))
+        setattr(kind, "_task_event_maker", maker)  # noqa: B010  (a class attribute, not a field)
+    return maker
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
