@@ -43,6 +43,14 @@ class NoChoices:
 
 
 @dataclass
+class Raw:
+    """A 200 reply with this body, as is (a server that sends something else than a chat
+    completion)."""
+
+    body: bytes
+
+
+@dataclass
 class CutStream:
     """A streamed reply that stops after `chunks` chunks of `text`: the connection reset
     (`reset`), or closed as if the stream had ended, with no finish, usage or ``[DONE]``."""
@@ -52,7 +60,7 @@ class CutStream:
     reset: bool = False
 
 
-Scripted = str | ToolCalls | Error | Hang | NoChoices | CutStream
+Scripted = str | ToolCalls | Error | Hang | NoChoices | CutStream | Raw
 
 
 @dataclass
@@ -165,9 +173,13 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 self._answer(body, reply)
 
         def _answer(
-            self, body: dict[str, Any], reply: str | ToolCalls | Error | NoChoices | CutStream
+            self,
+            body: dict[str, Any],
+            reply: str | ToolCalls | Error | NoChoices | CutStream | Raw,
         ) -> None:
-            if isinstance(reply, CutStream):
+            if isinstance(reply, Raw):
+                self._send_bytes(200, reply.body)
+            elif isinstance(reply, CutStream):
                 _cut_stream(self, reply, stub.usage)
             elif isinstance(reply, NoChoices):
                 self._send(200, {**_completion("", stub.usage), "choices": []})
@@ -185,7 +197,11 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def _send(
             self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
         ) -> None:
-            data = json.dumps(payload).encode()
+            self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+        def _send_bytes(
+            self, status: int, data: bytes, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

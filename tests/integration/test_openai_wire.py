@@ -15,9 +15,16 @@ from agentensemble import (
     tool,
 )
 from agentensemble._sync import run_sync
-from agentensemble.models import ChatResponse, SystemMessage, ToolSpec, UserMessage
+from agentensemble.models import (
+    ChatResponse,
+    ModelSettings,
+    SystemMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
 
-from .openai_server import Error, Hang, NoChoices, OpenAIServer, OpenAIStub, ToolCalls
+from .openai_server import Error, Hang, NoChoices, OpenAIServer, OpenAIStub, Raw, ToolCalls
 
 pytestmark = pytest.mark.integration
 
@@ -165,6 +172,55 @@ def test_a_reply_without_choices_fails_the_task_saying_so() -> None:
         "Task 'Say hi' failed: Agent 'Agent' failed: the server's chat completion for model "
         "'m' has no choices"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"<html>busy</html>", "is not a JSON object: '<html>busy</html>'"),
+        (b'["a list"]', "is not a JSON object"),
+        (b'{"choices": [{"index": 0}]}', "is malformed (KeyError: 'message')"),
+        (
+            b'{"choices": [{"message": {"content": null, "tool_calls": [{"id": "c1"}]}}]}',
+            "is malformed (KeyError: 'function')",
+        ),
+    ],
+)
+async def test_a_reply_that_is_not_a_chat_completion_is_an_error_that_shows_it(
+    body: bytes, says: str
+) -> None:
+    stub = OpenAIStub([Raw(body)])
+    with OpenAIServer(stub) as server:
+        async with OpenAIChatModel("m", base_url=server.base_url, api_key="t") as model:
+            with pytest.raises(RuntimeError) as caught:
+                await model.chat([UserMessage("hi")])
+    assert str(caught.value).startswith("the server's chat completion for model 'm' ")
+    assert says in str(caught.value)
+
+
+async def test_settings_headers_and_extra_body_reach_the_server() -> None:
+    stub = OpenAIStub(["ok"])
+    with OpenAIServer(stub) as server:
+        model = OpenAIChatModel(
+            "m", base_url=server.base_url, api_key="k", temperature=0.2, extra_body={"seed": 7}
+        )
+        async with model:
+            settings = ModelSettings(max_tokens=5, timeout=30, extra={"top_k": 3})
+            reply = await model.chat([UserMessage("hi")], settings=settings)
+    assert reply.message.text == "ok"
+    assert reply.usage == Usage(input_tokens=11, output_tokens=7)
+    assert stub.requests == [
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0.2,
+            "max_tokens": 5,
+            "seed": 7,
+            "top_k": 3,
+        }
+    ]
+    assert stub.paths == ["/v1/chat/completions"]
+    assert stub.authorizations == ["Bearer k"]
 
 
 def test_the_cli_prints_the_cause_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:

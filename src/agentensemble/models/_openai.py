@@ -143,25 +143,21 @@ class OpenAIChatModel:
         tools: Sequence[ToolSpec] = (),
         settings: ModelSettings | None = None,
     ) -> ChatResponse:
-        """Send one chat-completions request and convert the reply."""
+        """Send one chat-completions request and convert the reply.
+
+        Sent with the client's generic ``post`` (the SDK's retries, authentication, timeouts
+        and errors, documented for endpoints it has no method for): ``create()`` would also
+        check the request against its typed parameters and build typed objects for the reply,
+        more CPU per call than the rest of a task costs the engine."""
+        import httpx
+
         client = await self._client()
+        body, options = _post_arguments(self._request(messages, tools, settings))
         with self._naming_the_server():
-            completion = await client.chat.completions.create(
-                **self._request(messages, tools, settings)
+            reply = await client.post(
+                "/chat/completions", body=body, options=options, cast_to=httpx.Response
             )
-        if not completion.choices:
-            raise RuntimeError(
-                f"the server's chat completion for model {self.model!r} has no choices"
-            )
-        choice = completion.choices[0].message
-        calls = tuple(
-            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
-            for call in choice.tool_calls or ()
-        )
-        return ChatResponse(
-            message=AssistantMessage(text=choice.content, tool_calls=calls),
-            usage=_usage(completion.usage),
-        )
+        return _chat_response(self.model, reply)
 
     async def stream(
         self,
@@ -352,6 +348,62 @@ def _new_client(
 
 async def _close_client(client: Any) -> None:
     await client.close()
+
+
+_POST_OPTIONS = {"extra_body": "extra_json", "extra_headers": "headers", "timeout": "timeout"}
+"""``create()``'s request options and their names among ``post``'s options."""
+
+
+def _post_arguments(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body and options of ``client.post`` for the ``create()`` arguments `request`."""
+    body = {name: value for name, value in request.items() if name not in _POST_OPTIONS}
+    options = {_POST_OPTIONS[name]: request[name] for name in _POST_OPTIONS if name in request}
+    return body, options
+
+
+def _chat_response(model: str, reply: Any) -> ChatResponse:
+    """The `ChatResponse` of a chat completion's HTTP reply (what the SDK's typed
+    ``ChatCompletion`` holds: the first choice's message, and the usage)."""
+    try:
+        completion = reply.json()
+    except ValueError:
+        completion = None
+    if not isinstance(completion, dict):
+        raise RuntimeError(
+            f"the server's chat completion for model {model!r} is not a JSON object: "
+            f"{reply.text[:200]!r}"
+        )
+    choices = completion.get("choices")
+    if not choices:
+        raise RuntimeError(f"the server's chat completion for model {model!r} has no choices")
+    try:
+        message = choices[0]["message"]
+        calls = tuple(
+            ToolCall(
+                id=call["id"],
+                name=call["function"]["name"],
+                arguments=call["function"].get("arguments") or "",
+            )
+            for call in message.get("tool_calls") or ()
+        )
+        return ChatResponse(
+            message=AssistantMessage(text=message.get("content"), tool_calls=calls),
+            usage=_usage_of(completion.get("usage")),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError) as error:
+        raise RuntimeError(
+            f"the server's chat completion for model {model!r} is malformed "
+            f"({type(error).__name__}: {error}): {reply.text[:200]!r}"
+        ) from None
+
+
+def _usage_of(usage: Any) -> Usage | None:
+    """The usage of a chat completion (JSON)."""
+    if not isinstance(usage, dict):
+        return None
+    return Usage(
+        input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")
+    )
 
 
 def _usage(usage: Any) -> Usage | None:
