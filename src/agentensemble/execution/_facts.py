@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentensemble.observability._events import (
     DelegationCompletedEvent,
@@ -70,14 +70,10 @@ class CapabilityFacts:
         `timestamp` (else now), then `fields`. The folds see it at once; await the result to
         deliver it to the listeners."""
         events = self.events
-        return events.emit(
-            task_event_maker(kind)(
-                ids or self._ids,
-                events.next_seq(),
-                timestamp or datetime.now(UTC),
-                **fields,
-            )
+        event = task_event_maker(kind)(
+            ids or self._ids, events.next_seq(), timestamp or datetime.now(UTC), **fields
         )
+        return events.emit(cast("Event", event))  # every concrete task event is an `Event`
 
     # ---- delegation ------------------------------------------------------------------------
 
