@@ -48,6 +48,7 @@ class Raw:
     completion)."""
 
     body: bytes
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -178,7 +179,7 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             reply: str | ToolCalls | Error | NoChoices | CutStream | Raw,
         ) -> None:
             if isinstance(reply, Raw):
-                self._send_bytes(200, reply.body)
+                self._send_bytes(200, reply.body, {"Content-Type": reply.content_type})
             elif isinstance(reply, CutStream):
                 _cut_stream(self, reply, stub.usage)
             elif isinstance(reply, NoChoices):
@@ -202,10 +203,10 @@ def _handler(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def _send_bytes(
             self, status: int, data: bytes, headers: dict[str, str] | None = None
         ) -> None:
+            headers = {"Content-Type": "application/json", **(headers or {})}
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
+            for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(data)

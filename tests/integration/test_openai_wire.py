@@ -198,6 +198,21 @@ async def test_a_reply_that_is_not_a_chat_completion_is_an_error_that_shows_it(
     assert says in str(caught.value)
 
 
+async def test_a_streamed_chunk_that_is_malformed_is_an_error_that_shows_it() -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "c1"}]}}]}
+    stub = OpenAIStub([Raw(f"data: {json.dumps(chunk)}\n\n".encode(), "text/event-stream")])
+    with OpenAIServer(stub) as server:
+        async with OpenAIChatModel("m", base_url=server.base_url, api_key="t") as model:
+            with pytest.raises(RuntimeError) as caught:
+                [piece async for piece in model.stream([UserMessage("hi")])]
+    assert str(caught.value).startswith(
+        "a chunk of the server's streamed chat completion for model 'm' is malformed "
+        "(KeyError: 'index')"
+    )
+    assert stub.requests[0]["stream"] is True
+    assert stub.requests[0]["stream_options"] == {"include_usage": True}
+
+
 async def test_settings_headers_and_extra_body_reach_the_server() -> None:
     stub = OpenAIStub(["ok"])
     with OpenAIServer(stub) as server:

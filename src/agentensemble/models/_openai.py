@@ -166,18 +166,32 @@ class OpenAIChatModel:
         tools: Sequence[ToolSpec] = (),
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[str | ChatResponse]:
-        """Stream a chat completion: text deltas as they arrive, then the whole turn."""
-        request = self._request(messages, tools, settings)
+        """Stream a chat completion: text deltas as they arrive, then the whole turn.
+
+        Posted like `chat`; the SDK's server-sent-events reader hands over each chunk as
+        plain JSON (typed chunks cost about 80 µs each, 10 µs this way)."""
+        import openai
+
+        body, options = _post_arguments(self._request(messages, tools, settings))
+        body.update(stream=True, stream_options={"include_usage": True})
         client = await self._client()
-        assembly = _StreamAssembly()
+        assembly = _StreamAssembly(self.model)
         with self._naming_the_server():
-            chunks = await client.chat.completions.create(
-                **request, stream=True, stream_options={"include_usage": True}
+            chunks = await client.post(
+                "/chat/completions",
+                body=body,
+                options=options,
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
             )
-            async for chunk in chunks:
-                delta = assembly.add(chunk)
-                if delta:
-                    yield delta
+            try:
+                async for chunk in chunks:
+                    delta = assembly.add(chunk)
+                    if delta:
+                        yield delta
+            finally:
+                await chunks.close()
         if not assembly.finished:
             where = self.base_url or "https://api.openai.com/v1"
             raise ConnectionError(
@@ -213,8 +227,9 @@ class _PartialCall:
 
 @dataclass(slots=True)
 class _StreamAssembly:
-    """Accumulates streamed chunks into one `ChatResponse`."""
+    """Accumulates streamed chunks (JSON) into one `ChatResponse`."""
 
+    model: str
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage | None = None
@@ -223,21 +238,35 @@ class _StreamAssembly:
     never does."""
 
     def add(self, chunk: Any) -> str:
-        if chunk.usage is not None:
-            self.usage = _usage(chunk.usage)
-        if not chunk.choices:
+        """Take in one chunk; the text it adds."""
+        try:
+            return self._add(chunk)
+        except (KeyError, IndexError, TypeError, AttributeError) as error:
+            raise RuntimeError(
+                f"a chunk of the server's streamed chat completion for model {self.model!r} "
+                f"is malformed ({type(error).__name__}: {error}): {str(chunk)[:200]}"
+            ) from None
+
+    def _add(self, chunk: dict[str, Any]) -> str:
+        usage = chunk.get("usage")
+        if usage is not None:
+            self.usage = _usage_of(usage)
+        choices = chunk.get("choices")
+        if not choices:
             return ""
-        self.finished = self.finished or chunk.choices[0].finish_reason is not None
-        delta = chunk.choices[0].delta
-        for part in delta.tool_calls or ():
-            call = self.calls.setdefault(part.index, _PartialCall())
-            call.id = part.id or call.id
-            if part.function is not None:
-                call.name = part.function.name or call.name
-                call.arguments.append(part.function.arguments or "")
-        if delta.content:
-            self.text.append(delta.content)
-            return str(delta.content)
+        self.finished = self.finished or choices[0].get("finish_reason") is not None
+        delta = choices[0].get("delta") or {}
+        for part in delta.get("tool_calls") or ():
+            call = self.calls.setdefault(part["index"], _PartialCall())
+            call.id = part.get("id") or call.id
+            function = part.get("function")
+            if function is not None:
+                call.name = function.get("name") or call.name
+                call.arguments.append(function.get("arguments") or "")
+        content = delta.get("content")
+        if content:
+            self.text.append(content)
+            return str(content)
         return ""
 
     def response(self) -> ChatResponse:
@@ -404,12 +433,6 @@ def _usage_of(usage: Any) -> Usage | None:
     return Usage(
         input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")
     )
-
-
-def _usage(usage: Any) -> Usage | None:
-    if usage is None:
-        return None
-    return Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens)
 
 
 def _tool_to_wire(spec: ToolSpec) -> dict[str, Any]:
