@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import subprocess
 import sys
 import threading
@@ -560,6 +561,36 @@ async def test_openai_embedder_uses_the_endpoint_vectors() -> None:
         assert request["model"] == "stub-embed"
         assert request["encoding_format"] == "float"
         assert request["dimensions"] == 3
+
+
+class BrokenEmbeddingsStub(EmbeddingsStub):
+    """Answers with items that have no vector, or fewer items than inputs."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__({})
+        self.broken = reply
+
+    def reply(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(body)
+        return self.broken
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        ({"data": [{"index": 0}]}, "is not a list of embeddings (KeyError: 'embedding')"),
+        ({"error": "overloaded"}, "is not a list of embeddings (KeyError: 'data')"),
+        ({"data": []}, "returned 0 embeddings for 1 texts"),
+    ],
+)
+async def test_openai_embedder_says_what_a_reply_without_vectors_was(
+    reply: dict[str, Any], says: str
+) -> None:
+    with embeddings_server(BrokenEmbeddingsStub(reply)) as base_url:
+        embedder = Embedder.openai("m", base_url=base_url)
+        with pytest.raises(ValueError, match=re.escape(says)):
+            await embedder.embed_query("alpha")
+        await embedder.aclose()
 
 
 async def test_openai_embedder_never_closes_a_client_passed_in() -> None:
