@@ -181,6 +181,11 @@ def test_a_reply_without_choices_fails_the_task_saying_so() -> None:
         (b'["a list"]', "is not a JSON object"),
         (b'{"choices": [{"index": 0}]}', "is malformed (KeyError: 'message')"),
         (
+            b'{"error": {"message": "model overloaded", "code": 503}}',
+            "has no choices (the server said: model overloaded)",
+        ),
+        (b'{"error": "busy"}', "has no choices (the server said: busy)"),
+        (
             b'{"choices": [{"message": {"content": null, "tool_calls": [{"id": "c1"}]}}]}',
             "is malformed (KeyError: 'function')",
         ),

@@ -404,7 +404,12 @@ def _chat_response(model: str, reply: Any) -> ChatResponse:
         )
     choices = completion.get("choices")
     if not choices:
-        raise RuntimeError(f"the server's chat completion for model {model!r} has no choices")
+        error = completion.get("error")  # some servers answer 200 with an error object
+        said = error.get("message", error) if isinstance(error, dict) else error
+        raise RuntimeError(
+            f"the server's chat completion for model {model!r} has no choices"
+            + ("" if said is None else f" (the server said: {said})")
+        )
     try:
         message = choices[0]["message"]
         calls = tuple(
