@@ -1,6 +1,8 @@
 """OpenAIChatModel through the real openai SDK against a local wire-format server."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from pydantic import BaseModel
@@ -177,7 +179,8 @@ def test_a_reply_without_choices_fails_the_task_saying_so() -> None:
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        (b"<html>busy</html>", "is not a JSON object: '<html>busy</html>'"),
+        (Raw(b"<html>busy</html>", "text/html"), "is not a JSON object: '<html>busy</html>'"),
+        (b"<html>busy</html>", "is not JSON: Expecting value: line 1 column 1 (char 0)"),
         (b'["a list"]', "is not a JSON object"),
         (b'{"choices": [{"index": 0}]}', "is malformed (KeyError: 'message')"),
         (
@@ -192,9 +195,9 @@ def test_a_reply_without_choices_fails_the_task_saying_so() -> None:
     ],
 )
 async def test_a_reply_that_is_not_a_chat_completion_is_an_error_that_shows_it(
-    body: bytes, says: str
+    body: bytes | Raw, says: str
 ) -> None:
-    stub = OpenAIStub([Raw(body)])
+    stub = OpenAIStub([body if isinstance(body, Raw) else Raw(body)])
     with OpenAIServer(stub) as server:
         async with OpenAIChatModel("m", base_url=server.base_url, api_key="t") as model:
             with pytest.raises(RuntimeError) as caught:
@@ -204,7 +207,7 @@ async def test_a_reply_that_is_not_a_chat_completion_is_an_error_that_shows_it(
 
 
 async def test_a_streamed_chunk_that_is_malformed_is_an_error_that_shows_it() -> None:
-    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"id": "c1"}]}}]}
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": "lookup"}]}}]}
     stub = OpenAIStub([Raw(f"data: {json.dumps(chunk)}\n\n".encode(), "text/event-stream")])
     with OpenAIServer(stub) as server:
         async with OpenAIChatModel("m", base_url=server.base_url, api_key="t") as model:
@@ -212,10 +215,60 @@ async def test_a_streamed_chunk_that_is_malformed_is_an_error_that_shows_it() ->
                 [piece async for piece in model.stream([UserMessage("hi")])]
     assert str(caught.value).startswith(
         "a chunk of the server's streamed chat completion for model 'm' is malformed "
-        "(KeyError: 'index')"
+        "(AttributeError: 'str' object has no attribute 'get')"
     )
     assert stub.requests[0]["stream"] is True
     assert stub.requests[0]["stream_options"] == {"include_usage": True}
+
+
+def _sse(*chunks: dict[str, object]) -> Raw:
+    events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks)
+    return Raw(f"{events}data: [DONE]\n\n".encode(), "text/event-stream")
+
+
+async def test_streamed_tool_calls_without_an_index_are_assembled_by_their_ids() -> None:
+    def part(call_id: str | None, function: dict[str, str]) -> dict[str, object]:
+        return {"choices": [{"delta": {"tool_calls": [{"id": call_id, "function": function}]}}]}
+
+    stub = OpenAIStub(
+        [
+            _sse(
+                part("c1", {"name": "add", "arguments": '{"a": 1,'}),
+                part(None, {"arguments": ' "b": 2}'}),
+                part("c2", {"name": "add", "arguments": '{"a": 3, "b": 4}'}),
+                {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+            )
+        ]
+    )
+    with OpenAIServer(stub) as server:
+        async with OpenAIChatModel("m", base_url=server.base_url, api_key="t") as model:
+            *_, response = [item async for item in model.stream([UserMessage("hi")])]
+    assert isinstance(response, ChatResponse)
+    assert [(call.id, call.name, call.arguments) for call in response.message.tool_calls] == [
+        ("c1", "add", '{"a": 1, "b": 2}'),
+        ("c2", "add", '{"a": 3, "b": 4}'),
+    ]
+
+
+def test_the_chat_model_needs_no_httpx_module() -> None:
+    """openai 3 speaks HTTP through httpx2 and no longer installs httpx."""
+    stub = OpenAIStub(["fine"])
+    with OpenAIServer(stub) as server:
+        url = server.base_url
+        script = (
+            "import sys; sys.modules['httpx'] = None\n"
+            "import asyncio\n"
+            "from agentensemble.models import OpenAIChatModel, UserMessage\n"
+            "async def main():\n"
+            f"    async with OpenAIChatModel('m', base_url={url!r}, api_key='k') as m:\n"
+            "        print((await m.chat([UserMessage('hi')])).message.text)\n"
+            "asyncio.run(main())\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "fine"
 
 
 async def test_settings_headers_and_extra_body_reach_the_server() -> None:

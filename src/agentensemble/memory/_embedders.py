@@ -178,16 +178,17 @@ class OpenAIEmbedder(Embedder):
         # The client's generic post and the JSON read here: `embeddings.create()` builds a
         # typed object per number of every vector (3.6 ms for one 1536-dim vector, 0.7 ms
         # read as JSON).
-        import httpx
+        from agentensemble.models._openai import post_for_json
 
-        reply = await client.post("/embeddings", body=request, cast_to=httpx.Response)
+        reply: Any = None
         try:
-            items = sorted(reply.json()["data"], key=lambda item: item["index"])
+            reply = await post_for_json(client, "/embeddings", request)
+            items = sorted(reply["data"], key=lambda item: item["index"])
             vectors = [[float(number) for number in item["embedding"]] for item in items]
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise ValueError(
                 f"{self!r}: the endpoint's reply is not a list of embeddings "
-                f"({type(error).__name__}: {error}): {reply.text[:200]!r}"
+                f"({type(error).__name__}: {error}): {str(reply)[:200]!r}"
             ) from None
         if len(vectors) != len(texts):
             raise ValueError(
@@ -209,7 +210,7 @@ def _check_openai_settings(
         )
     if client is not None and (base_url is not None or api_key is not None):
         raise ValidationError("Embedder.openai takes a client or base_url/api_key, not both")
-    if client is not None and not hasattr(client, "embeddings"):
+    if client is not None and not (hasattr(client, "embeddings") and hasattr(client, "post")):
         raise ValidationError(f"Embedder.openai client must be an AsyncOpenAI, got: {client!r}")
     if dimensions is not None and (
         isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0

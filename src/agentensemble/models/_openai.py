@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -28,7 +29,7 @@ from agentensemble.models._messages import (
 from agentensemble.models._per_loop import PerLoop
 from agentensemble.models._settings import ModelSettings
 
-__all__ = ["OpenAIChatModel"]
+__all__ = ["OpenAIChatModel", "post_for_json"]
 
 
 class OpenAIChatModel:
@@ -149,15 +150,16 @@ class OpenAIChatModel:
         and errors, documented for endpoints it has no method for): ``create()`` would also
         check the request against its typed parameters and build typed objects for the reply,
         more CPU per call than the rest of a task costs the engine."""
-        import httpx
-
         client = await self._client()
         body, options = _post_arguments(self._request(messages, tools, settings))
         with self._naming_the_server():
-            reply = await client.post(
-                "/chat/completions", body=body, options=options, cast_to=httpx.Response
-            )
-        return _chat_response(self.model, reply)
+            try:
+                completion = await post_for_json(client, "/chat/completions", body, options)
+            except json.JSONDecodeError as error:
+                raise RuntimeError(
+                    f"the server's chat completion for model {self.model!r} is not JSON: {error}"
+                ) from None
+        return _chat_response(self.model, completion)
 
     async def stream(
         self,
@@ -180,7 +182,7 @@ class OpenAIChatModel:
             chunks = await client.post(
                 "/chat/completions",
                 body=body,
-                options=options,
+                options=_bearer_auth(options),
                 cast_to=object,
                 stream=True,
                 stream_cls=openai.AsyncStream[object],
@@ -257,7 +259,7 @@ class _StreamAssembly:
         self.finished = self.finished or choices[0].get("finish_reason") is not None
         delta = choices[0].get("delta") or {}
         for part in delta.get("tool_calls") or ():
-            call = self.calls.setdefault(part["index"], _PartialCall())
+            call = self.calls.setdefault(self._index_of(part), _PartialCall())
             call.id = part.get("id") or call.id
             function = part.get("function")
             if function is not None:
@@ -268,6 +270,19 @@ class _StreamAssembly:
             self.text.append(content)
             return str(content)
         return ""
+
+    def _index_of(self, part: dict[str, Any]) -> int:
+        """The call a streamed tool-call part belongs to: its ``index``; without one (Gemini's
+        compatible endpoint sends none), the last call while the part has its id or none,
+        else a new call."""
+        index = part.get("index")
+        if index is not None:
+            return int(index)
+        if not self.calls:
+            return 0
+        last = max(self.calls)
+        same = part.get("id") in (None, "", self.calls[last].id)
+        return last if same else last + 1
 
     def response(self) -> ChatResponse:
         calls = tuple(
@@ -390,17 +405,36 @@ def _post_arguments(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     return body, options
 
 
-def _chat_response(model: str, reply: Any) -> ChatResponse:
-    """The `ChatResponse` of a chat completion's HTTP reply (what the SDK's typed
-    ``ChatCompletion`` holds: the first choice's message, and the usage)."""
-    try:
-        completion = reply.json()
-    except ValueError:
-        completion = None
+async def post_for_json(
+    client: Any, path: str, body: dict[str, Any], options: dict[str, Any] | None = None
+) -> Any:
+    """POST `body` to `path` with the SDK client's generic ``post`` and return the reply as
+    JSON data (text when the server answered with something else); a reply that says it is
+    JSON and is not raises `json.JSONDecodeError`. Authenticated as the SDK's own methods
+    are (bearer key only), on SDK versions that let a request say so."""
+    return await client.post(path, body=body, options=_bearer_auth(options or {}), cast_to=object)
+
+
+def _bearer_auth(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with the bearer key as the only authentication, as ``create()`` asks for
+    (a generic ``post`` would also send an admin key), where the SDK has the option."""
+    return {**options, "security": {"bearer_auth": True}} if _has_security_option() else options
+
+
+@functools.cache
+def _has_security_option() -> bool:
+    import openai
+
+    return "security" in getattr(openai.RequestOptions, "__annotations__", {})
+
+
+def _chat_response(model: str, completion: Any) -> ChatResponse:
+    """The `ChatResponse` of a chat completion (JSON data, as the SDK's typed
+    ``ChatCompletion`` holds it: the first choice's message, and the usage)."""
     if not isinstance(completion, dict):
         raise RuntimeError(
             f"the server's chat completion for model {model!r} is not a JSON object: "
-            f"{reply.text[:200]!r}"
+            f"{str(completion)[:200]!r}"
         )
     choices = completion.get("choices")
     if not choices:
@@ -414,8 +448,8 @@ def _chat_response(model: str, reply: Any) -> ChatResponse:
         message = choices[0]["message"]
         calls = tuple(
             ToolCall(
-                id=call["id"],
-                name=call["function"]["name"],
+                id=call.get("id") or "",
+                name=call["function"].get("name") or "",
                 arguments=call["function"].get("arguments") or "",
             )
             for call in message.get("tool_calls") or ()
@@ -427,7 +461,7 @@ def _chat_response(model: str, reply: Any) -> ChatResponse:
     except (KeyError, IndexError, TypeError, AttributeError) as error:
         raise RuntimeError(
             f"the server's chat completion for model {model!r} is malformed "
-            f"({type(error).__name__}: {error}): {reply.text[:200]!r}"
+            f"({type(error).__name__}: {error}): {str(completion)[:200]!r}"
         ) from None
 
 
