@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,17 @@ def _write_lock_held_elsewhere(path: Path) -> Iterator[None]:
         other.close()
 
 
+@contextlib.asynccontextmanager
+async def _opened_worker(path: Path, busy_timeout: float) -> AsyncIterator[SqliteWorker]:
+    """A worker on `path` whose file is made (schema and all), closed afterwards."""
+    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=busy_timeout)
+    try:
+        await worker.read(_numbers)
+        yield worker
+    finally:
+        await worker.aclose()
+
+
 async def test_writes_queued_together_share_one_transaction_and_a_failing_one_rolls_back_alone(
     worker: SqliteWorker,
 ) -> None:
@@ -100,9 +111,7 @@ async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "locked.db"
-    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=0)
-    try:
-        await worker.read(_numbers)  # made, schema and all
+    async with _opened_worker(path, busy_timeout=0) as worker:
         with _write_lock_held_elsewhere(path):
             release, held = _held(worker, [])
             queued = [worker.write(_insert(1)), worker.write(_insert(2))]
@@ -112,8 +121,6 @@ async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(
         assert [type(outcome) for outcome in outcomes] == [sqlite3.OperationalError] * 2
         assert "locked" in str(outcomes[0])
         assert await worker.read(_numbers) == []
-    finally:
-        await worker.aclose()
 
 
 async def test_work_cancelled_while_queued_does_not_run(worker: SqliteWorker) -> None:
@@ -254,9 +261,7 @@ async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "busy.db"
-    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=30)
-    try:
-        await worker.read(_numbers)
+    async with _opened_worker(path, busy_timeout=30) as worker:
         with _write_lock_held_elsewhere(path):  # the write below waits for it
             release, held = _held(worker, [])
             read = worker.read(_numbers)
@@ -267,8 +272,6 @@ async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
             assert not write.done()  # still waiting for the lock: the read did not wait
         await write
         assert await worker.read(_numbers) == [1]
-    finally:
-        await worker.aclose()
 
 
 def _close_the_connection(connection: sqlite3.Connection) -> None:

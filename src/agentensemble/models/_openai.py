@@ -179,13 +179,8 @@ class OpenAIChatModel:
         client = await self._client()
         assembly = _StreamAssembly(self.model)
         with self._naming_the_server():
-            chunks = await client.post(
-                "/chat/completions",
-                body=body,
-                options=_bearer_auth(options),
-                cast_to=object,
-                stream=True,
-                stream_cls=openai.AsyncStream[object],
+            chunks = await post_for_json(
+                client, "/chat/completions", body, options, stream_cls=openai.AsyncStream[object]
             )
             try:
                 async for chunk in chunks:
@@ -406,13 +401,26 @@ def _post_arguments(request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
 
 
 async def post_for_json(
-    client: Any, path: str, body: dict[str, Any], options: dict[str, Any] | None = None
+    client: Any,
+    path: str,
+    body: dict[str, Any],
+    options: dict[str, Any] | None = None,
+    *,
+    stream_cls: Any = None,
 ) -> Any:
     """POST `body` to `path` with the SDK client's generic ``post`` and return the reply as
     JSON data (text when the server answered with something else); a reply that says it is
-    JSON and is not raises `json.JSONDecodeError`. Authenticated as the SDK's own methods
-    are (bearer key only), on SDK versions that let a request say so."""
-    return await client.post(path, body=body, options=_bearer_auth(options or {}), cast_to=object)
+    JSON and is not raises `json.JSONDecodeError`. With `stream_cls` (an SDK stream class),
+    the reply is that stream, of JSON chunks. Authenticated as the SDK's own methods are
+    (bearer key only), on SDK versions that let a request say so."""
+    return await client.post(
+        path,
+        body=body,
+        options=_bearer_auth(options or {}),
+        cast_to=object,
+        stream=stream_cls is not None,
+        stream_cls=stream_cls,
+    )
 
 
 def _bearer_auth(options: dict[str, Any]) -> dict[str, Any]:
