@@ -56,6 +56,9 @@ class Agent(metaclass=KeywordHints):
     """Request options for this agent's model calls (a task's own settings win)."""
     tool_set: ToolSet = field(init=False, repr=False, compare=False)
     """The tools resolved for the agent loop (derived from `tools`)."""
+    _system_prompt: str | None = field(init=False, repr=False, compare=False)
+    """The agent's system prompt once a run has built it (derived from the fields above,
+    which never change: every task and run of the agent sends the same text)."""
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class Agent(metaclass=KeywordHints):
         set_(self, "rate_limit", rate_limit)
         set_(self, "model_settings", check_settings(model_settings, "Agent"))
         set_(self, "tool_set", tool_set)
+        set_(self, "_system_prompt", None)
 
     def __repr__(self) -> str:
         return f"Agent(role={self.role!r})"

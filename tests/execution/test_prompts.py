@@ -4,7 +4,15 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
-from agentensemble import Agent, ScriptedModel, TaskOutput
+from agentensemble import (
+    Agent,
+    Ensemble,
+    FunctionModel,
+    ScriptedModel,
+    Task,
+    TaskOutput,
+    Workflow,
+)
 from agentensemble.execution._prompts import build_system_prompt, build_user_prompt
 
 LLM = ScriptedModel([])
@@ -93,3 +101,24 @@ def test_large_context_is_warned_about_but_not_cut(caplog: pytest.LogCaptureFixt
     prompt = build_user_prompt("Use it", "Summary", [big])
     assert "x" * 10_001 in prompt
     assert "Context from task 'Big task' is 10001 characters (>10000)" in caplog.text
+
+
+def test_an_agent_builds_its_system_prompt_once_for_all_its_tasks_and_runs() -> None:
+    model = FunctionModel(lambda messages, tools: "done")
+    agent = Agent("Analyst", "Find trends", llm=model)
+    renamed = agent.copy(goal="Find outliers")
+    tasks = [Task(f"Look at region {i}", agent=agent) for i in range(3)]
+    ensemble = Ensemble(
+        tasks=[*tasks, Task("Summarise", agent=renamed)], workflow=Workflow.PARALLEL
+    )
+    ensemble.run()
+    ensemble.run()
+
+    prompts = [request.messages[0].text or "" for request in model.requests]
+    shared = [text for text in prompts if "Find trends" in text]
+    assert len(shared) == 6
+    assert all(text is shared[0] for text in shared)
+    assert shared[0] == build_system_prompt(agent)
+    own = [text for text in prompts if "Find outliers" in text]
+    assert len(own) == 2
+    assert own[0] == build_system_prompt(renamed)

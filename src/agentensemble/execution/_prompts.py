@@ -21,7 +21,13 @@ if TYPE_CHECKING:
     from agentensemble.agent import Agent
     from agentensemble.outputs import TaskOutput
 
-__all__ = ["PromptSection", "PromptSlot", "build_system_prompt", "build_user_prompt"]
+__all__ = [
+    "PromptSection",
+    "PromptSlot",
+    "build_system_prompt",
+    "build_user_prompt",
+    "system_prompt",
+]
 
 logger = get_logger("agentensemble.prompts")
 
@@ -43,6 +49,16 @@ def build_system_prompt(agent: Agent) -> str:
     if agent.response_format.strip():
         parts.append(f"\nOutput format instructions: {agent.response_format}")
     return "".join(parts).rstrip()
+
+
+def system_prompt(agent: Agent) -> str:
+    """The agent's system prompt, built at its first task and then reused: an agent is
+    immutable, and thousands of tasks of one agent would otherwise each hold a copy."""
+    prompt = agent._system_prompt
+    if prompt is None:
+        prompt = build_system_prompt(agent)
+        object.__setattr__(agent, "_system_prompt", prompt)
+    return prompt
 
 
 class PromptSlot(IntEnum):

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from agentensemble.execution._prompts import PromptSection, build_system_prompt, build_user_prompt
+from agentensemble.execution._prompts import PromptSection, build_user_prompt, system_prompt
 from agentensemble.observability._trace import PromptTrace
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ async def build_prompts(state: TaskState) -> None:
     if planned.agent is None:  # planning gives every agent-path task an agent
         raise AssertionError("prompt step on a task without an agent")
     prompts = PromptTrace(
-        system=build_system_prompt(planned.agent),
+        system=system_prompt(planned.agent),
         user=build_user_prompt(
             planned.description,
             planned.expected_output,
