@@ -1,5 +1,5 @@
 """`CapabilityFacts`: the events a task's capabilities report (delegations, memory,
-reviews), and the one way every fact of a task becomes an event (`_emit`)."""
+reviews), and the way a fact of a task becomes an event (`_emit`)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ class CapabilityFacts:
     ) -> Awaitable[None]:
         """Emit one event of the task: the task's ids (or `ids`), the next `seq`,
         `timestamp` (else now), then `fields`. The folds see it at once; await the result to
-        deliver it to the listeners."""
+        deliver it to the listeners. (The events every task emits call their maker directly
+        instead: passing the fields on by keyword costs about 1 µs per event.)"""
         events = self.events
         event = task_event_maker(kind)(
             ids or self._ids, events.next_seq(), timestamp or datetime.now(UTC), **fields

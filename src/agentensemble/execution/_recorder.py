@@ -34,6 +34,8 @@ from agentensemble.observability._metrics import UNKNOWN, add_known
 from agentensemble.outputs import TaskOutput
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from agentensemble.execution._context import TaskContext
     from agentensemble.observability._trace import PromptTrace
     from agentensemble.tools import ToolResult
@@ -75,13 +77,17 @@ class TaskRecorder(CapabilityFacts):
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    async def task_started(self) -> None:
-        planned = self.task.planned
-        await self._emit(
-            TaskStartEvent,
-            total_tasks=planned.total,
-            expected_output=planned.expected_output,
-            name=planned.source.name,
+    def task_started(self) -> Awaitable[None]:
+        planned, events = self.task.planned, self.events
+        return events.emit(
+            task_event_maker(TaskStartEvent)(
+                self._ids,
+                events.next_seq(),
+                datetime.now(UTC),
+                total_tasks=planned.total,
+                expected_output=planned.expected_output,
+                name=planned.source.name,
+            )
         )
 
     def completed(self, raw: str, parsed: Any) -> tuple[TaskCompleteEvent, TaskOutput[Any]]:
@@ -153,63 +159,86 @@ class TaskRecorder(CapabilityFacts):
 
     # ---- the agent loop --------------------------------------------------------------------
 
-    async def prompts_ready(
+    def prompts_ready(
         self, prompts: PromptTrace, seconds: float, tools: tuple[str, ...]
-    ) -> None:
-        agent = self.task.planned.agent
-        await self._emit(
-            TaskInputEvent,
-            expected_output=self.task.planned.expected_output,
-            agent_goal=agent.goal if agent else "",
-            agent_background=agent.background if agent else None,
-            tool_names=tools,
-            system_prompt=prompts.system,
-            user_prompt=prompts.user,
-            prompt_build_time=timedelta(seconds=seconds),
+    ) -> Awaitable[None]:
+        agent, events = self.task.planned.agent, self.events
+        return events.emit(
+            task_event_maker(TaskInputEvent)(
+                self._ids,
+                events.next_seq(),
+                datetime.now(UTC),
+                expected_output=self.task.planned.expected_output,
+                agent_goal=agent.goal if agent else "",
+                agent_background=agent.background if agent else None,
+                tool_names=tools,
+                system_prompt=prompts.system,
+                user_prompt=prompts.user,
+                prompt_build_time=timedelta(seconds=seconds),
+            )
         )
 
-    async def model_call_started(self, index: int, sent: tuple[Message, ...]) -> None:
+    def model_call_started(self, index: int, sent: tuple[Message, ...]) -> Awaitable[None]:
         """Announce a model call (`index`: `llm_calls` so far, 0-based within the task)."""
-        await self._emit(
-            LlmIterationStartedEvent,
-            iteration_index=index,
-            messages=sent,
-            model_name=self.model_name,
+        events = self.events
+        return events.emit(
+            task_event_maker(LlmIterationStartedEvent)(
+                self._ids,
+                events.next_seq(),
+                datetime.now(UTC),
+                iteration_index=index,
+                messages=sent,
+                model_name=self.model_name,
+            )
         )
 
-    async def token(self, text: str) -> None:
-        await self._emit(TokenEvent, token=text)
+    def token(self, text: str) -> Awaitable[None]:
+        events = self.events
+        return events.emit(
+            task_event_maker(TokenEvent)(
+                self._ids, events.next_seq(), datetime.now(UTC), token=text
+            )
+        )
 
-    async def model_call_completed(self, turn: Turn, response_type: ResponseType) -> None:
+    def model_call_completed(self, turn: Turn, response_type: ResponseType) -> Awaitable[None]:
         usage = turn.response.usage
         self.llm_calls += 1
-        await self._emit(
-            LlmIterationCompletedEvent,
-            iteration_index=turn.index,
-            response_type=response_type,
-            response_text=turn.message.text,
-            tool_requests=turn.message.tool_calls,
-            input_tokens=_known(usage.input_tokens if usage else None),
-            output_tokens=_known(usage.output_tokens if usage else None),
-            latency=timedelta(seconds=turn.seconds),
-            model_name=self.model_name,
+        events = self.events
+        return events.emit(
+            task_event_maker(LlmIterationCompletedEvent)(
+                self._ids,
+                events.next_seq(),
+                datetime.now(UTC),
+                iteration_index=turn.index,
+                response_type=response_type,
+                response_text=turn.message.text,
+                tool_requests=turn.message.tool_calls,
+                input_tokens=_known(usage.input_tokens if usage else None),
+                output_tokens=_known(usage.output_tokens if usage else None),
+                latency=timedelta(seconds=turn.seconds),
+                model_name=self.model_name,
+            )
         )
 
-    async def tool_call_completed(
+    def tool_call_completed(
         self, call: ToolCall, result: ToolResult, started_at: datetime, seconds: float
-    ) -> None:
+    ) -> Awaitable[None]:
         duration = timedelta(seconds=seconds)
         structured = result.structured_output
-        await self._emit(
-            ToolCallEvent,
-            timestamp=started_at + duration,
-            tool_name=call.name,
-            tool_arguments=call.arguments,
-            tool_result=result.text_for_model,
-            structured_result=None if structured is None else json_data(structured),
-            duration=duration,
-            outcome="SUCCESS" if result.is_success else "FAILURE",
-            tool_call_id=call.id,
+        events = self.events
+        return events.emit(
+            task_event_maker(ToolCallEvent)(
+                self._ids,
+                events.next_seq(),
+                started_at + duration,
+                tool_name=call.name,
+                tool_arguments=call.arguments,
+                tool_result=result.text_for_model,
+                structured_result=None if structured is None else json_data(structured),
+                duration=duration,
+                outcome="SUCCESS" if result.is_success else "FAILURE",
+                tool_call_id=call.id,
+            )
         )
 
     async def tool_call_skipped(self, call: ToolCall, stop_text: str) -> None:
