@@ -41,9 +41,11 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
     before it (the error counts executed calls).
     """
     admitted, failure = _admit_all(loop, calls)
-    executed = iter(
-        await _execute_all(loop, [c for c, ok in zip(calls, admitted, strict=True) if ok])
-    )
+    running = [call for call, ok in zip(calls, admitted, strict=True) if ok]
+    if len(running) == 1:  # the common turn, inline: a coroutine less
+        executed = iter((await _execute(loop, running[0]),))
+    else:
+        executed = iter(await _execute_all(loop, running))
     if failure is not None:
         raise failure
     run = loop.task.run
@@ -91,9 +93,9 @@ def _admit_all(
 
 
 async def _execute_all(loop: AgentLoop, calls: Sequence[ToolCall]) -> list[ToolResult]:
-    """One call runs inline; several run concurrently within `TOOL_BATCH_TIMEOUT`."""
-    if len(calls) <= 1:
-        return [await _execute(loop, call) for call in calls]
+    """The calls, run concurrently within `TOOL_BATCH_TIMEOUT`."""
+    if not calls:
+        return []
     import asyncio
 
     # A delegation runs a whole task: only the run's and the task's deadlines bound it.

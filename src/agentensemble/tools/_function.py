@@ -114,7 +114,10 @@ class FunctionTool:
         kwargs = validated.__dict__  # the fields (the signature's parameters), by name
         leading = (context,) if self._wants_context else ()
         try:
-            value = await self._call(leading, kwargs)
+            if self._is_async and self.timeout is None:  # the common call: no layer between
+                value = await self(*leading, **kwargs)
+            else:
+                value = await self._call(leading, kwargs)
         except ToolConfigurationError:
             raise
         except Exception as error:
