@@ -107,9 +107,8 @@ class _OwnRunner:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         import asyncio
-        import contextvars
 
-        task = self.loop.create_task(coroutine, context=contextvars.copy_context())
+        task = self.loop.create_task(coroutine)  # in a copy of the caller's context
         interrupted = False
 
         def on_ctrl_c(signum: int, frame: object) -> None:
@@ -120,16 +119,19 @@ class _OwnRunner:
             task.cancel()
             self.loop.call_soon_threadsafe(lambda: None)  # wake the loop to see the cancel
 
-        with _ctrl_c_handler(on_ctrl_c):
-            try:
-                return self.loop.run_until_complete(task)
-            except asyncio.CancelledError:
-                if interrupted:
-                    raise KeyboardInterrupt from None
-                raise
-            except BaseException:
-                self._unwind(task)  # raised out of the loop (an application's own Ctrl-C)
-                raise
+        signals = _own_ctrl_c(on_ctrl_c)
+        try:
+            return self.loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+        except BaseException:
+            self._unwind(task)  # raised out of the loop (an application's own Ctrl-C)
+            raise
+        finally:
+            if signals is not None:
+                signals.signal(signals.SIGINT, signals.default_int_handler)
 
     def _unwind(self, task: asyncio.Task[Any]) -> None:
         """Cancel a call's work that an exception raised out of the loop left running, and
@@ -157,22 +159,18 @@ class _OwnRunner:
             self.loop.close()
 
 
-@contextlib.contextmanager
-def _ctrl_c_handler(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """`handler` for SIGINT while a call runs on the main thread, where Ctrl-C would
-    otherwise raise `KeyboardInterrupt` wherever the loop happens to be."""
+def _own_ctrl_c(handler: Callable[[int, Any], None]) -> Any:
+    """Make `handler` the SIGINT handler while a call runs on the main thread, where Ctrl-C
+    would otherwise raise `KeyboardInterrupt` wherever the loop happens to be. Returns the
+    signal module to restore the default handler with afterwards, or None when someone
+    else handles Ctrl-C (or ignores it), or off the main thread."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+        return None
     signals = _signal_module()
     if signals.getsignal(signals.SIGINT) is not signals.default_int_handler:
-        yield  # someone else handles Ctrl-C (or ignores it)
-        return
+        return None
     signals.signal(signals.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signals.signal(signals.SIGINT, signals.default_int_handler)
+    return signals
 
 
 def _signal_module() -> Any:
