@@ -60,7 +60,9 @@ from agentensemble.observability import (
     EnsembleStartedEvent,
     Event,
     ExecutionTrace,
+    TaskCompleteEvent,
     TokenEvent,
+    ToolCallEvent,
     parse_event,
     serialize_event,
 )
@@ -808,3 +810,30 @@ async def test_costs_and_planning_calls_are_in_the_folded_trace() -> None:
     assert folded.total_cost_estimate is not None
     assert folded.total_cost_estimate == live.total_cost_estimate
     assert len(folded.agent_synthesis) == 3  # the handler task needs no agent
+
+
+async def test_a_listener_that_changes_an_events_data_leaves_the_trace_as_it_was() -> None:
+    class Vandal(EnsembleListener):
+        async def on_task_complete(self, event: TaskCompleteEvent) -> None:
+            assert isinstance(event.parsed_output, dict)
+            event.parsed_output["title"] = "changed"
+            event.parsed_output["tags"].append("added")
+
+        async def on_tool_call(self, event: ToolCallEvent) -> None:
+            assert isinstance(event.structured_result, dict)
+            event.structured_result["rows"].clear()
+
+    @tool
+    async def lookup(key: str) -> ToolResult:
+        """Look a key up."""
+        return ToolResult.success("found", structured={"rows": [key, key]})
+
+    model = ScriptedModel([tool_call("lookup", key="q3"), REPORT_JSON])
+    agent = Agent("Writer", "Write", llm=model, tools=[lookup])
+    report = Task("Write the Q3 report", agent=agent, output_type=Report)
+    output = await Ensemble(tasks=[report], listeners=[Vandal()]).arun()
+
+    assert output.trace is not None
+    trace = output.trace.task_traces[0]
+    assert trace.parsed_output == {"title": "Q3", "score": 8, "tags": ["a", "b"]}
+    assert trace.llm_interactions[0].tool_calls[0].structured_output == {"rows": ["q3", "q3"]}
