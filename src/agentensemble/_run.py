@@ -761,11 +761,13 @@ class _RunPlanner:
     async def check(self, tasks: Sequence[Task[Any]]) -> None:
         validate_added(tasks, self._known, self._settings)
         resolve_texts(tasks, self._inputs)
+        self._filled_in_agents(tasks)
 
     async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
         ensemble = self._ensemble
         validate_added(tasks, self._known, self._settings)
         texts = resolve_texts(tasks, self._inputs)
+        agents = self._filled_in_agents(tasks)
         self._run.limiters.include(tasks)
         first = len(self._known) + 1
         planned = await plan_tasks(
@@ -778,10 +780,19 @@ class _RunPlanner:
             first_index=first,
             total=first + len(tasks) - 1,
             review=_review_rules(ensemble, workflow_spec(_ADDED_TASKS_WORKFLOW)),
+            agents=agents,
         )
         self._known.update(tasks)
         self._added.extend(planned)
         return planned
+
+    def _filled_in_agents(self, tasks: Sequence[Task[Any]]) -> Mapping[Agent, Agent]:
+        """The run's agents with templates filled in, and those of the added tasks (a reduce
+        level's agent may say "{region}" as the map level's do)."""
+        added = resolve_agents(
+            [task.agent for task in tasks if task.agent is not None], self._inputs
+        )
+        return {**self._run.agents, **added} if added else self._run.agents
 
 
 def _review_rules(ensemble: Ensemble, spec: WorkflowSpec) -> ReviewRules | None:

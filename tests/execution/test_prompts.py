@@ -122,3 +122,15 @@ def test_an_agent_builds_its_system_prompt_once_for_all_its_tasks_and_runs() -> 
     own = [text for text in prompts if "Find outliers" in text]
     assert len(own) == 2
     assert own[0] == build_system_prompt(renamed)
+
+
+def test_a_templated_agent_gets_the_system_prompt_of_each_runs_inputs() -> None:
+    model = FunctionModel(lambda messages, tools: "done")
+    agent = Agent("{topic} analyst", "Study {topic}", llm=model)
+    object.__setattr__(agent, "_system_prompt", "a prompt built before the copy")
+    ensemble = Ensemble(tasks=[Task("Look at {topic}", agent=agent)])
+    ensemble.run(inputs={"topic": "AI"})
+    ensemble.run(inputs={"topic": "oil"})
+
+    first_lines = [(request.messages[0].text or "").splitlines()[0] for request in model.requests]
+    assert first_lines == ["You are AI analyst.", "You are oil analyst."]

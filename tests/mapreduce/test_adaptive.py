@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from agentensemble import (
     ValidationError,
 )
 from agentensemble.mapreduce import MapReduceEnsemble
+from agentensemble.models import Message, ToolSpec
 from agentensemble.observability import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
@@ -505,6 +507,34 @@ def test_tasks_of_later_levels_resolve_the_run_inputs() -> None:
     )
     assert ensemble.run(inputs={"audience": "the board"}).raw == "Combine for the board"
     assert ensemble.run().raw == "Combine for everyone"
+
+
+def test_agents_of_later_levels_resolve_the_run_inputs_too() -> None:
+    prompts: list[str] = []
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        prompts.append(messages[0].text or "")
+        return "done"
+
+    model = FunctionModel(answer)
+    reducer = Agent("Reducer", "Summarise the {region} findings", llm=model)
+    ensemble = MapReduceEnsemble(
+        items=[1, 2],
+        map_task=lambda item: Task(f"Map {item}"),
+        reduce_agent=lambda: reducer,
+        reduce_task=lambda agent, chunk: Task("Reduce", agent=agent, context=chunk),
+        target_token_budget=1000,
+        llm=model,
+        inputs={"region": "EMEA"},
+    )
+    ensemble.run()
+    ensemble.run(inputs={"region": "APAC"})
+
+    goals = [line for text in prompts for line in text.splitlines() if "Summarise the" in line]
+    assert goals == [
+        "Your personal goal is: Summarise the EMEA findings",
+        "Your personal goal is: Summarise the APAC findings",
+    ]
 
 
 def test_the_trace_lists_agents_added_with_later_levels_beside_a_delegation_team() -> None:

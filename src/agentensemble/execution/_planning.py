@@ -244,6 +244,7 @@ def _filled_in(agent: Agent, inputs: Mapping[str, str]) -> Agent:
         template = getattr(agent, name)
         if template is not None:
             object.__setattr__(resolved, name, resolve_template(template, inputs))
+    object.__setattr__(resolved, "_system_prompt", None)  # the copy's texts differ
     return resolved
 
 
@@ -277,10 +278,13 @@ async def plan_tasks(
     first_index: int = 1,
     total: int | None = None,
     review: ReviewRules | None = None,
+    agents: Mapping[Agent, Agent] | None = None,
 ) -> tuple[PlannedTask, ...]:
     """Give each task (templates already resolved) its agent, synthesising one where the
     task has none, and its steps. `llm` is the ensemble model; `review` the gates' rules
-    (None: the run has no review handler)."""
+    (None: the run has no review handler); `agents` maps an agent with templates to its
+    copy filled in (the run's own when not given)."""
+    filled_in = run.agents if agents is None else agents
     planned = []
     count = total if total is not None else len(tasks)
     for index, (task, (description, expected)) in enumerate(
@@ -289,7 +293,7 @@ async def plan_tasks(
         agent = None
         if task.handler is None:
             agent = (
-                run.agents.get(task.agent, task.agent)
+                filled_in.get(task.agent, task.agent)
                 if task.agent
                 else await _synthesize(task, description, llm, synthesizer, run, synthesis)
             )

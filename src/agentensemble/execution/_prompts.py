@@ -53,8 +53,9 @@ def build_system_prompt(agent: Agent) -> str:
 
 def system_prompt(agent: Agent) -> str:
     """The agent's system prompt, built at its first task and then reused: an agent is
-    immutable, and thousands of tasks of one agent would otherwise each hold a copy."""
-    prompt = agent._system_prompt
+    immutable, and thousands of tasks of one agent would otherwise each hold a copy. (An
+    agent pickled before the cache existed has no such attribute.)"""
+    prompt: str | None = getattr(agent, "_system_prompt", None)
     if prompt is None:
         prompt = build_system_prompt(agent)
         object.__setattr__(agent, "_system_prompt", prompt)
