@@ -31,7 +31,7 @@ def direct_init(cls: C) -> C:
     costs nothing more. It keeps the original's signature for `inspect` and ``help()``; a
     subclass made before that first instance keeps the dataclass's own."""
     original = vars(cls)["__init__"]
-    _refuse_init_vars(cls)
+    _check_generatable(cls)
 
     def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
         if type(self) is not cls:
@@ -57,7 +57,7 @@ def direct_maker(
     positionally, then every other field by keyword only, with the class's defaults. It
     builds the instance without parsing a keyword per packed field, which halves the cost
     of an instance with a dozen fields. ``__post_init__`` runs as in ``__init__``."""
-    _refuse_init_vars(cls)
+    _check_generatable(cls)
     dataclass: type[Any] = cls
     names = {item.name for item in dataclasses.fields(dataclass)}
     unknown = [name for name in (*packed, *leading) if name not in names]
@@ -127,13 +127,15 @@ def _argument(
     return item.name
 
 
-def _refuse_init_vars(cls: type[Any]) -> None:
-    """Refuse, now rather than at the first instance, a class without slots or with an
-    ``InitVar`` (it would not be passed on)."""
+def _check_generatable(cls: type[Any]) -> None:
+    """Refuse, now rather than at its first instance, a class that a generated constructor
+    cannot build: one without slots, or with an ``InitVar`` (it would not be passed on)."""
     for name in (item.name for item in dataclasses.fields(cls)):
         _slot(cls, name)
     if any(_is_init_var(item) for item in vars(cls)["__dataclass_fields__"].values()):
-        raise TypeError(f"{cls.__name__} has an InitVar: direct_init would not pass it on")
+        raise TypeError(
+            f"{cls.__name__} has an InitVar: a generated constructor would not pass it on"
+        )
 
 
 def _is_init_var(item: dataclasses.Field[Any]) -> bool:

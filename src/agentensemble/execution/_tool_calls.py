@@ -42,10 +42,12 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
     """
     admitted, failure = _admit_all(loop, calls)
     running = [call for call, ok in zip(calls, admitted, strict=True) if ok]
-    if len(running) == 1:  # the common turn, inline: a coroutine less
-        executed = iter((await _execute(loop, running[0]),))
-    else:
-        executed = iter(await _execute_all(loop, running))
+    results = (  # the common turn, one call, inline: a coroutine less
+        [await _execute(loop, running[0])]
+        if len(running) == 1
+        else await _execute_all(loop, running)
+    )
+    executed = iter(results)
     if failure is not None:
         raise failure
     run = loop.task.run

@@ -178,7 +178,7 @@ class OpenAIEmbedder(Embedder):
         # The client's generic post and the JSON read here: `embeddings.create()` builds a
         # typed object per number of every vector (3.6 ms for one 1536-dim vector, 0.7 ms
         # read as JSON).
-        from agentensemble.models._openai import post_for_json
+        from agentensemble.models._openai import post_for_json, unreadable
 
         reply: Any = None
         try:
@@ -188,7 +188,7 @@ class OpenAIEmbedder(Embedder):
         except (ValueError, KeyError, IndexError, TypeError) as error:
             raise ValueError(
                 f"{self!r}: the endpoint's reply is not a list of embeddings "
-                f"({type(error).__name__}: {error}): {str(reply)[:200]!r}"
+                f"{unreadable(error, reply)}"
             ) from None
         if len(vectors) != len(texts):
             raise ValueError(

@@ -29,7 +29,7 @@ from agentensemble.models._messages import (
 from agentensemble.models._per_loop import PerLoop
 from agentensemble.models._settings import ModelSettings
 
-__all__ = ["OpenAIChatModel", "post_for_json"]
+__all__ = ["OpenAIChatModel", "post_for_json", "unreadable"]
 
 
 class OpenAIChatModel:
@@ -241,7 +241,7 @@ class _StreamAssembly:
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise RuntimeError(
                 f"a chunk of the server's streamed chat completion for model {self.model!r} "
-                f"is malformed ({type(error).__name__}: {error}): {str(chunk)[:200]}"
+                f"is malformed {unreadable(error, chunk)}"
             ) from None
 
     def _add(self, chunk: dict[str, Any]) -> str:
@@ -442,7 +442,7 @@ def _chat_response(model: str, completion: Any) -> ChatResponse:
     if not isinstance(completion, dict):
         raise RuntimeError(
             f"the server's chat completion for model {model!r} is not a JSON object: "
-            f"{str(completion)[:200]!r}"
+            f"{_start_of(completion)}"
         )
     choices = completion.get("choices")
     if not choices:
@@ -469,8 +469,18 @@ def _chat_response(model: str, completion: Any) -> ChatResponse:
     except (KeyError, IndexError, TypeError, AttributeError) as error:
         raise RuntimeError(
             f"the server's chat completion for model {model!r} is malformed "
-            f"({type(error).__name__}: {error}): {str(completion)[:200]!r}"
+            f"{unreadable(error, completion)}"
         ) from None
+
+
+def unreadable(error: Exception, reply: object) -> str:
+    """Why a server's reply could not be read, for an error message: the error, then how
+    the reply starts."""
+    return f"({type(error).__name__}: {error}): {_start_of(reply)}"
+
+
+def _start_of(reply: object) -> str:
+    return repr(str(reply)[:200])
 
 
 def _usage_of(usage: Any) -> Usage | None:
