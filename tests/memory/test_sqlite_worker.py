@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,38 @@ async def test_writes_queued_together_share_one_transaction_and_a_failing_one_ro
     assert third is None
     assert isinstance(failed, ValueError)
     assert await worker.read(_numbers) == [1, 3]
-    assert statements.count("BEGIN IMMEDIATE") == 1
+    # all three ran in one transaction, which was rolled back; then each in a savepoint
+    assert statements.count("BEGIN IMMEDIATE") == 2
+    assert statements.count("ROLLBACK") == 1
+    assert statements.count("SAVEPOINT job") == 3
     assert statements.count("COMMIT") == 1
+
+
+async def test_writes_queued_together_that_all_succeed_run_once_without_savepoints(
+    worker: SqliteWorker,
+) -> None:
+    statements: list[str] = []
+    runs: list[int] = []
+
+    def insert(number: int) -> Callable[[sqlite3.Connection], None]:
+        def run(connection: sqlite3.Connection) -> None:
+            runs.append(number)
+            _insert(number)(connection)
+
+        return run
+
+    release, held = _held(worker, statements)
+    queued = [worker.write(insert(number)) for number in (1, 2, 3)]
+    release.set()
+    await held
+    assert await _outcomes(queued) == [None, None, None]
+    assert runs == [1, 2, 3]
+    assert [statement.split()[0] for statement in statements] == [
+        "BEGIN",
+        *(["INSERT"] * 3),
+        "COMMIT",
+    ]
+    assert await worker.read(_numbers) == [1, 2, 3]
 
 
 async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(

@@ -388,25 +388,39 @@ _COUNTED: Final = (
 )
 
 
+_RECENT_AS_JSON: Final = (
+    f"(SELECT json_group_array(json_array({_ENTRY_COLUMNS})) FROM ("
+    f"   SELECT {_ENTRY_COLUMNS} FROM memory_entries WHERE scope_id = ? ORDER BY id DESC LIMIT ?"
+    "))"
+)
+"""The most recent entries of a scope as one JSON array: one row for SQLite to step
+through, where each row is a GIL hand-over from the worker thread to the event loop and
+back."""
+
+
 def _counts_and_recent(
     connection: sqlite3.Connection, scope_id: int, terms: Sequence[str], limit: int
 ) -> tuple[dict[str, int], list[_EntryRow]]:
     """How many entries each term matches (counting no further than just past the budget:
     a common term would otherwise cost a walk through all its postings), and the `limit`
-    most recent entries of the scope, newest first. One statement, so one state of the
-    file (when nothing matches, the recent entries are the answer), and one hand-over of
-    the worker thread's GIL to the event loop and back (each statement is one)."""
-    columns = ", ".join([*([_COUNTED] * len(terms)), _ENTRY_COLUMNS])
+    most recent entries of the scope, newest first. One statement of one row, so one state
+    of the file (when nothing matches, the recent entries are the answer), and two
+    hand-overs of the worker thread's GIL to the event loop and back (each step of a
+    statement is one)."""
+    counted = [_COUNTED] * len(terms)
     counting = [value for term in terms for value in (_or_of([term]), MATCH_BUDGET + 1)]
-    rows = connection.execute(
-        f"SELECT {columns} FROM memory_entries WHERE scope_id = ? ORDER BY id DESC LIMIT ?",
-        (*counting, scope_id, limit),
-    ).fetchall()
-    if not rows:  # an empty scope
-        return {}, []
-    counts = dict(zip(terms, rows[0][: len(terms)], strict=True))
-    recent = [row[len(terms) :] for row in rows]
-    return {term: count for term, count in counts.items() if count}, recent
+    row = connection.execute(
+        f"SELECT {', '.join([*counted, _RECENT_AS_JSON])}", (*counting, scope_id, limit)
+    ).fetchone()
+    counts = dict(zip(terms, row[:-1], strict=True))
+    return {term: count for term, count in counts.items() if count}, _newest_first(row[-1])
+
+
+def _newest_first(rows_json: str) -> list[_EntryRow]:
+    """Entry rows from a JSON array of them, newest (highest id) first."""
+    rows: list[_EntryRow] = [tuple(row) for row in json.loads(rows_json)]
+    rows.sort(key=lambda row: row[0], reverse=True)
+    return rows
 
 
 def _rarest_terms(counts: dict[str, int]) -> tuple[list[str], int]:

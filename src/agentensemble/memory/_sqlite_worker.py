@@ -38,10 +38,10 @@ class SqliteWorker:
 
     The connection is opened on first use, by the worker thread, then `setup(connection)`
     creates the schema. Work waiting when the thread comes round is taken in one batch:
-    consecutive writes share one transaction (group commit, each in a savepoint of its own,
-    so one that raises rolls back alone), and each event loop gets the batch's results in
-    one wake-up. Under concurrent load that saves most of a round trip's cost per call: a
-    submit is a queue put, and neither side wakes once per call.
+    consecutive writes share one transaction (group commit; if one raises, they run again,
+    each in a savepoint of its own, so that it rolls back alone), and each event loop gets
+    the batch's results in one wake-up. Under concurrent load that saves most of a round
+    trip's cost per call: a submit is a queue put, and neither side wakes once per call.
 
     `aclose` (or the worker being garbage-collected) closes the connection and ends the
     thread. A process forked from one that used the worker (a pre-forking server,
@@ -82,7 +82,11 @@ class SqliteWorker:
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """`fn(connection)` on the worker thread in a ``BEGIN IMMEDIATE`` transaction,
-        committed before the result is given if it returns, rolled back if it raises."""
+        committed before the result is given if it returns, rolled back if it raises.
+
+        Writes queued together share the transaction; if another of them raises, `fn`
+        runs a second time after its first run was rolled back, so it must do nothing
+        but its SQL."""
         return self._submit(True, fn)
 
     def _submit(self, writes: bool, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
@@ -406,18 +410,14 @@ class _WorkerState:
             outcomes.append((job.future, True, result))
 
     def _write(self, group: list[_Job], outcomes: list[Outcome]) -> None:
-        """Writes in one transaction; with more than one, each in a savepoint, so one that
-        raises is rolled back alone. A failed BEGIN or COMMIT fails them all."""
+        """Writes in one transaction. A failed BEGIN or COMMIT fails them all."""
         wanted = [job for job in group if not job.future.cancelled()]
         if not wanted:
             return
         try:
             connection = self._connection()
             connection.execute("BEGIN IMMEDIATE")
-            if len(wanted) == 1:  # two statements less: each one is a GIL hand-over
-                done = [(wanted[0].future, True, wanted[0].fn(connection))]
-            else:
-                done = [_in_savepoint(connection, job) for job in wanted]
+            done = _all_or_each_alone(connection, wanted)
             connection.execute("COMMIT")
         except BaseException as error:
             with contextlib.suppress(Exception):  # a broken connection: the error says why
@@ -435,6 +435,22 @@ class _WorkerState:
         connection, self.connection = self.connection, None
         if connection is not None:
             connection.close()
+
+
+def _all_or_each_alone(connection: sqlite3.Connection, jobs: list[_Job]) -> list[Outcome]:
+    """The jobs' functions in the open transaction, each run once while none raises.
+    When one raises, what they did is rolled back and they run again, each in a savepoint
+    of its own, so that only the one that raises is undone: the savepoints' two
+    statements a job (each a GIL hand-over to a busy event loop and back) are paid by a
+    batch that fails, not by every batch."""
+    try:
+        return [(job.future, True, job.fn(connection)) for job in jobs]
+    except BaseException:
+        if len(jobs) == 1 or not connection.in_transaction:
+            raise  # its own error, or one that ended the transaction (a full disk, say)
+    connection.execute("ROLLBACK")
+    connection.execute("BEGIN IMMEDIATE")
+    return [_in_savepoint(connection, job) for job in jobs]
 
 
 def _in_savepoint(connection: sqlite3.Connection, job: _Job) -> Outcome:
