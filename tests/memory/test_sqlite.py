@@ -291,6 +291,20 @@ async def test_no_matching_word_returns_the_most_recent_entries(
     assert await contents(store, "notes", "", 2) == ["note 5", "note 4"]
 
 
+async def test_recent_entries_longer_together_than_sqlite_allows_are_still_returned(
+    store: SqliteMemoryStore,
+) -> None:
+    # the recent entries come back as one JSON text, which must fit SQLite's longest string
+    # (1e9 bytes unless lowered, as here): past that, they are read row by row
+    await store._worker.read(
+        lambda connection: connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)
+    )
+    texts = [f"note {n} " + "\x01" * 3_000 for n in range(3)]  # 6 bytes each as JSON
+    await store_all(store, "notes", texts)
+    assert await contents(store, "notes", "giraffe", 3) == texts[::-1]
+    assert await contents(store, "notes", "note", 2) == texts[:0:-1]
+
+
 @pytest.mark.parametrize(
     "query",
     [

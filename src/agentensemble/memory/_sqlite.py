@@ -409,11 +409,24 @@ def _counts_and_recent(
     statement is one)."""
     counted = [_COUNTED] * len(terms)
     counting = [value for term in terms for value in (_or_of([term]), MATCH_BUDGET + 1)]
-    row = connection.execute(
-        f"SELECT {', '.join([*counted, _RECENT_AS_JSON])}", (*counting, scope_id, limit)
-    ).fetchone()
-    counts = dict(zip(terms, row[:-1], strict=True))
-    return {term: count for term, count in counts.items() if count}, _newest_first(row[-1])
+    try:
+        row = connection.execute(
+            f"SELECT {', '.join([*counted, _RECENT_AS_JSON])}", (*counting, scope_id, limit)
+        ).fetchone()
+    except sqlite3.DataError:  # the entries as JSON are longer than SQLite's longest string
+        columns = ", ".join([*counted, _ENTRY_COLUMNS])
+        rows = connection.execute(
+            f"SELECT {columns} FROM memory_entries WHERE scope_id = ? ORDER BY id DESC LIMIT ?",
+            (*counting, scope_id, limit),
+        ).fetchall()
+        return _matching(terms, rows[0] if rows else ()), [row[len(terms) :] for row in rows]
+    return _matching(terms, row), _newest_first(row[-1])
+
+
+def _matching(terms: Sequence[str], counts: Sequence[int]) -> dict[str, int]:
+    """Each term that matches any entry, with how many (`counts`: a row that starts with
+    the terms' counts in their order; empty for an empty scope)."""
+    return {term: count for term, count in zip(terms, counts, strict=False) if count}
 
 
 def _newest_first(rows_json: str) -> list[_EntryRow]:

@@ -439,17 +439,20 @@ class _WorkerState:
 
 def _all_or_each_alone(connection: sqlite3.Connection, jobs: list[_Job]) -> list[Outcome]:
     """The jobs' functions in the open transaction, each run once while none raises.
-    When one raises, what they did is rolled back and they run again, each in a savepoint
-    of its own, so that only the one that raises is undone: the savepoints' two
-    statements a job (each a GIL hand-over to a busy event loop and back) are paid by a
-    batch that fails, not by every batch."""
+    When one raises, what they did is rolled back (to a savepoint before them all: the
+    transaction, and so the file's write lock, is kept) and they run again, each in a
+    savepoint of its own, so that only the one that raises is undone. A savepoint a job
+    is two statements, each a GIL hand-over to a busy event loop and back: only a batch
+    that fails pays them."""
+    if len(jobs) == 1:
+        return [(jobs[0].future, True, jobs[0].fn(connection))]
+    connection.execute("SAVEPOINT batch")
     try:
         return [(job.future, True, job.fn(connection)) for job in jobs]
     except BaseException:
-        if len(jobs) == 1 or not connection.in_transaction:
-            raise  # its own error, or one that ended the transaction (a full disk, say)
-    connection.execute("ROLLBACK")
-    connection.execute("BEGIN IMMEDIATE")
+        if not connection.in_transaction:
+            raise  # an error that ended the transaction (a full disk, say) fails them all
+    connection.execute("ROLLBACK TO batch")
     return [_in_savepoint(connection, job) for job in jobs]
 
 
