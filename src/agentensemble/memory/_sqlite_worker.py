@@ -85,8 +85,8 @@ class SqliteWorker:
         committed before the result is given if it returns, rolled back if it raises.
 
         Writes queued together share the transaction; if another of them raises, `fn`
-        runs a second time after its first run was rolled back, so it must do nothing
-        but its SQL."""
+        runs a second time after its first run was rolled back, so whatever it does
+        besides its SQL must be safe to do twice."""
         return self._submit(True, fn)
 
     def _submit(self, writes: bool, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
