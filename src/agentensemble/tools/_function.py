@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, overload
 
@@ -114,19 +114,26 @@ class FunctionTool:
         kwargs = validated.__dict__  # the fields (the signature's parameters), by name
         leading = (context,) if self._wants_context else ()
         try:
-            if self._is_async and self.timeout is None:  # the common call: no layer between
-                value = await self(*leading, **kwargs)
-            else:
-                value = await self._call(leading, kwargs)
+            value = await self._call(leading, kwargs)
         except ToolConfigurationError:
             raise
         except Exception as error:
             return ToolResult.failure(describe_error(error))
         return coerce_result(value)
 
-    async def _call(self, leading: tuple[object, ...], kwargs: dict[str, Any]) -> Any:
-        if self.timeout is None:
-            return await call_user_code(self, *leading, is_async=self._is_async, **kwargs)
+    def _call(self, leading: tuple[object, ...], kwargs: dict[str, Any]) -> Awaitable[Any]:
+        """The call to await: an async function's own coroutine when no timeout bounds it
+        (the common call, with no layer between), else the function in a worker thread or
+        under its timeout."""
+        if self.timeout is not None:
+            return self._call_within_timeout(leading, kwargs)
+        if self._is_async:
+            return self(*leading, **kwargs)  # type: ignore[no-any-return]
+        return call_user_code(self, *leading, is_async=False, **kwargs)
+
+    async def _call_within_timeout(
+        self, leading: tuple[object, ...], kwargs: dict[str, Any]
+    ) -> Any:
         import asyncio
 
         try:
