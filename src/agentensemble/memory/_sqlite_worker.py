@@ -5,6 +5,17 @@ in WAL mode (readers never block the writer, several processes can share it), wr
 ``BEGIN IMMEDIATE`` transactions that commit before their callers hear back (writes queued
 together share one; a process killed mid-write loses only writes nobody was told were
 done), and another process's write is waited for up to `busy_timeout` seconds.
+
+A worker made with ``inline=True`` runs a job on the calling event loop's thread instead,
+on a second connection that never waits: in a busy server, handing a job to a thread and
+back costs several times the job itself (each SQLite call hands the GIL to the loop and
+waits to get it back). Reads run at once; writes asked for in one turn of the loop commit
+together at its end. A job that would wait (another connection holds the write lock) or
+runs past `_INLINE_BUDGET` is rolled back and goes to the worker thread, as do the next
+`_AFTER_SLOW` jobs. Inline jobs and the thread's can then run at the same time, each on
+its own connection (SQLite keeps their transactions apart), and a job may run before one
+asked for earlier that is still queued: the job functions of an inline worker must share
+nothing but the database.
 """
 
 from __future__ import annotations
@@ -43,6 +54,10 @@ class SqliteWorker:
     the batch's results in one wake-up. Under concurrent load that saves most of a round
     trip's cost per call: a submit is a queue put, and neither side wakes once per call.
 
+    With `inline`, jobs run on the caller's thread unless they would wait (see the
+    module's docstring); `setup` is run on the worker's connection only, so it must only
+    make the file's schema, not set up a connection.
+
     `aclose` (or the worker being garbage-collected) closes the connection and ends the
     thread. A process forked from one that used the worker (a pre-forking server,
     ``multiprocessing``) opens a connection and a thread of its own: the parent's thread
@@ -56,6 +71,7 @@ class SqliteWorker:
         setup: Callable[[sqlite3.Connection], None],
         busy_timeout: float = 5.0,
         connect: Connect = sqlite3.connect,
+        inline: bool = False,
     ) -> None:
         if (
             isinstance(busy_timeout, bool)
@@ -69,15 +85,20 @@ class SqliteWorker:
         self._setup = setup
         self._busy_timeout = float(busy_timeout)
         self._connect = connect
-        self._state = _WorkerState(self._opener())
+        self._inline = inline and self.path != ":memory:"  # a second connection: another file
+        self._state = _WorkerState(self._opener(), self._inline_opener())
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
         self._inherited: list[_WorkerState] = []
         self._finalizer = weakref.finalize(self, _WorkerState.stop, self._state)
+        self._due: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        """Inline writes asked for in this turn of each loop: committed together at its
+        end (each loop touches its own list only)."""
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """`fn(connection)` on the worker thread, outside any explicit transaction."""
+        """`fn(connection)` on the worker thread (or inline), outside any explicit
+        transaction."""
         return self._submit(False, fn)
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
@@ -85,17 +106,50 @@ class SqliteWorker:
         committed before the result is given if it returns, rolled back if it raises.
 
         Writes queued together share the transaction; if another of them raises, `fn`
-        runs a second time after its first run was rolled back, so whatever it does
-        besides its SQL must be safe to do twice."""
+        runs a second time after its first run was rolled back (as it does on the worker
+        thread when, run inline, it found the file locked), so whatever it does besides
+        its SQL must be safe to do twice."""
         return self._submit(True, fn)
 
     def _submit(self, writes: bool, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._put(_Job(writes, fn, future))
-        return future
+        loop = asyncio.get_running_loop()
+        job = _Job(writes, fn, loop.create_future())
+        if not self._inline or self._closed or self._pid != os.getpid():
+            self._put(job)
+        elif writes:
+            self._write_soon(loop, job)
+        elif not self._state.read_here(job):
+            self._put(job)
+        return job.future
+
+    def _write_soon(self, loop: asyncio.AbstractEventLoop, job: _Job) -> None:
+        """Commit the write inline at the end of this turn of the loop, with the others
+        asked for in it (one transaction, as the thread commits a batch)."""
+        due = self._due.get(loop)
+        if due is None:
+            due = self._due[loop] = []
+            loop.call_soon(self._write_due, loop)
+        due.append(job)
+
+    def _write_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Commit this loop's due writes inline; queue them for the thread when the file
+        is locked (or the inline connection busy or closed)."""
+        jobs = self._due.pop(loop, [])
+        state = self._state
+        if not jobs:
+            return
+        if state.write_here(jobs):
+            if state.checkpoint_due(len(jobs)):
+                with contextlib.suppress(RuntimeError):  # closed meanwhile: no need
+                    self._put(_Job(False, state.checkpoint, loop.create_future()))
+            return
+        for job in jobs:  # asked for before any close: queued even if closed since
+            if not state.submit(job):
+                _settle([(job.future, False, RuntimeError(_STOPPED.format(self.path)))])
 
     async def aclose(self) -> None:
         """Close the connection and end the thread, after the work asked for so far."""
+        self._write_due(asyncio.get_running_loop())
         with self._lock:
             state = None if self._closed or self._pid != os.getpid() else self._state
             self._closed = True
@@ -109,6 +163,9 @@ class SqliteWorker:
     def close(self) -> None:
         """Close without awaiting: the worker finishes queued work, then closes. Work
         asked for afterwards raises RuntimeError."""
+        loop = _running_loop()
+        if loop is not None:
+            self._write_due(loop)
         with self._lock:
             self._closed = True
             state = self._state if self._pid == os.getpid() else None
@@ -124,7 +181,7 @@ class SqliteWorker:
             if self._pid != os.getpid():
                 self._start_over_after_fork()
             if not self._state.submit(job):
-                raise RuntimeError(f"The SQLite file's worker has stopped: {self.path}")
+                raise RuntimeError(_STOPPED.format(self.path))
 
     def _opener(self) -> Callable[[], sqlite3.Connection]:
         """What opens the connection, without a reference to the worker (the thread holds
@@ -133,10 +190,16 @@ class SqliteWorker:
             _open_connection, self.path, self._busy_timeout, self._connect, self._setup
         )
 
+    def _inline_opener(self) -> Callable[[], sqlite3.Connection] | None:
+        """What opens the connection that jobs run on inline (None without `inline`)."""
+        if not self._inline:
+            return None
+        return functools.partial(_open_inline_connection, self.path, self._connect)
+
     def _start_over_after_fork(self) -> None:
         self._finalizer.detach()
         self._inherited.append(self._state)  # kept, never closed: the parent's connection
-        self._state = _WorkerState(self._opener())
+        self._state = _WorkerState(self._opener(), self._inline_opener())
         self._pid = os.getpid()
         self._finalizer = weakref.finalize(self, _WorkerState.stop, self._state)
 
@@ -154,6 +217,14 @@ class SqliteWorker:
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_STOPPED = "The SQLite file's worker has stopped: {}"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _checked_path(path: object) -> str:
@@ -209,6 +280,136 @@ def _open_connection(
         connection.close()
         raise
     return connection
+
+
+def _open_inline_connection(path: str, connect: Connect) -> sqlite3.Connection:
+    """The connection for inline jobs, opened by the worker thread once the file is set up
+    (WAL mode, schema): it never waits for a lock (a job that would goes to the worker) and
+    never checkpoints the WAL on commit (a checkpoint syncs the disk; the worker runs one
+    every `_CHECKPOINT_EVERY` inline writes, `_WorkerState.checkpoint`)."""
+    connection: sqlite3.Connection = connect(
+        path, timeout=0, isolation_level=None, check_same_thread=False
+    )
+    try:
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA wal_autocheckpoint=0")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+_CHECKPOINT_EVERY = 100
+"""Inline writes between two WAL checkpoints on the worker thread (SQLite's own automatic
+checkpoint comes after about 1,000 pages; a small write is a few pages)."""
+
+
+_INLINE_BUDGET = 0.001
+"""Seconds an inline job may run: one that runs longer is interrupted (its work rolled
+back) and runs again on the thread, as do the next `_AFTER_SLOW` jobs (a large scope
+makes every retrieve slow), so that a slow query never holds the event loop up for long."""
+
+_AFTER_SLOW = 50
+
+_PROGRESS_STEPS = 20_000
+"""SQLite instructions between two checks of the inline budget (tens of microseconds):
+most inline jobs end before the first check."""
+
+
+class _Deadline:
+    """The inline connection's progress handler: interrupts the job once `at` (a
+    `time.perf_counter` reading) has passed."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def __call__(self) -> bool:
+        return time.perf_counter() > self.at
+
+
+class _GiveWay(Exception):
+    """An inline job found the file locked, or ran past its budget: it was rolled back
+    and runs again on the thread."""
+
+
+def _gives_way(error: BaseException) -> bool:
+    """Whether SQLite refused because another connection holds a lock (SQLITE_BUSY or
+    SQLITE_LOCKED), or interrupted a job past its inline budget (SQLITE_INTERRUPT)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if not isinstance(error, sqlite3.OperationalError) or code is None:
+        return False
+    return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT)
+
+
+def _never(error: BaseException) -> bool:
+    return False
+
+
+def _read_inline(connection: sqlite3.Connection, job: _Job) -> bool:
+    """The read on the inline connection, its outcome set on its future; False (nothing
+    changed) when it must run on the thread instead (`_gives_way`)."""
+    try:
+        result = job.fn(connection)
+    except Exception as error:
+        _roll_back(connection)  # a snapshot it opened
+        if _gives_way(error):
+            return False
+        _settle([(job.future, False, error)])
+        return True
+    except BaseException:
+        _roll_back(connection)
+        raise
+    _settle([(job.future, True, result)])
+    return True
+
+
+def _write_inline(connection: sqlite3.Connection, jobs: list[_Job]) -> bool:
+    """The writes in one transaction on the inline connection, their outcomes set on their
+    futures; False (nothing changed) when they must run on the thread instead."""
+    wanted = [job for job in jobs if not job.future.cancelled()]
+    if not wanted:
+        return True
+    try:
+        outcomes = _in_transaction(connection, wanted, gives_way=_gives_way)
+    except _GiveWay:
+        return False
+    _settle(outcomes)
+    return True
+
+
+def _in_transaction(
+    connection: sqlite3.Connection,
+    jobs: list[_Job],
+    gives_way: Callable[[BaseException], bool] = _never,
+) -> list[Outcome]:
+    """The jobs' functions in one ``BEGIN IMMEDIATE`` transaction (see
+    `_all_or_each_alone`); a failed BEGIN or COMMIT fails them all. When `gives_way` says
+    so of an error, the whole transaction is rolled back and `_GiveWay` raised."""
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        outcomes = _all_or_each_alone(connection, jobs)
+        if any(not ok and gives_way(value) for _, ok, value in outcomes):
+            raise _GiveWay
+        connection.execute("COMMIT")
+    except Exception as error:
+        _roll_back(connection)
+        if isinstance(error, _GiveWay) or gives_way(error):
+            raise _GiveWay from error
+        return [(job.future, False, error) for job in jobs]
+    except BaseException:
+        _roll_back(connection)
+        raise
+    return outcomes
+
+
+def _roll_back(connection: sqlite3.Connection) -> None:
+    """End the connection's transaction, if any (a broken connection: the error that broke
+    it says why, not this)."""
+    with contextlib.suppress(sqlite3.Error):
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
 
 
 @contextlib.contextmanager
@@ -294,16 +495,99 @@ class _WorkerState:
     """What the worker thread owns (the job queue, the connection); kept apart from the
     worker so that the worker can be garbage-collected while its thread runs."""
 
-    __slots__ = ("__weakref__", "connection", "jobs", "lock", "open", "stopped", "thread")
+    __slots__ = (
+        "__weakref__",
+        "checkpoint_queued",
+        "connection",
+        "deadline",
+        "inline",
+        "inline_lock",
+        "inline_writes",
+        "jobs",
+        "lock",
+        "open",
+        "open_inline",
+        "slow_left",
+        "stopped",
+        "thread",
+    )
 
-    def __init__(self, open_connection: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(
+        self,
+        open_connection: Callable[[], sqlite3.Connection],
+        open_inline: Callable[[], sqlite3.Connection] | None = None,
+    ) -> None:
         self.open = open_connection
+        self.open_inline = open_inline
         self.jobs: queue.SimpleQueue[_Job | _Stop] = queue.SimpleQueue()
         self.connection: sqlite3.Connection | None = None
+        self.inline: sqlite3.Connection | None = None
+        """The connection inline jobs run on, opened by the thread with its own."""
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
+        self.inline_lock = threading.Lock()
+        """Held while a job runs on the inline connection, and while it is opened or
+        closed."""
+        self.inline_writes = 0
+        self.checkpoint_queued = False
+        self.deadline = _Deadline()
+        self.slow_left = 0
+        """Jobs still to queue for the thread since an inline job ran past its budget."""
         self.stopped = False
         """Set by the thread as it ends: nothing is queued after that."""
+
+    def read_here(self, job: _Job) -> bool:
+        """Run a read now on the caller's thread; False when it must be queued instead
+        (see `_inline`)."""
+        return self._inline(_read_inline, job)
+
+    def write_here(self, jobs: list[_Job]) -> bool:
+        """Commit writes now on the caller's thread, in one transaction; False when they
+        must be queued instead (see `_inline`)."""
+        return self._inline(_write_inline, jobs)
+
+    def _inline(self, run: Callable[[sqlite3.Connection, Any], bool], work: Any) -> bool:
+        """`run(connection, work)` on the inline connection, unless it is not open or in
+        use (by another thread's loop), or a job ran past its budget lately: False then,
+        and when `run` gave way (see `_gives_way`)."""
+        if self.slow_left:  # the last inline job ran past its budget
+            self.slow_left -= 1
+            return False
+        if not self.inline_lock.acquire(blocking=False):
+            return False
+        try:
+            connection = self.inline
+            if connection is None or self.stopped:
+                return False
+            self.deadline.at = time.perf_counter() + _INLINE_BUDGET
+            if run(connection, work):
+                return True
+            if time.perf_counter() > self.deadline.at:
+                self.slow_left = _AFTER_SLOW
+            return False
+        finally:
+            self.inline_lock.release()
+
+    def checkpoint_due(self, writes: int) -> bool:
+        """Count inline writes; True once every `_CHECKPOINT_EVERY`, unless the last
+        checkpoint asked for has not run yet."""
+        self.inline_writes += writes
+        if self.inline_writes < _CHECKPOINT_EVERY or self.checkpoint_queued:
+            return False
+        self.inline_writes = 0
+        self.checkpoint_queued = True
+        return True
+
+    def checkpoint(self, connection: sqlite3.Connection) -> None:
+        """Copy what the WAL holds into the database file, so that the next write starts
+        the WAL over (a PASSIVE checkpoint would never catch up with the inline writes
+        made meanwhile, and the WAL, and every read, would grow). It waits (up to
+        `busy_timeout`) for the write in progress and holds writes back until it is done:
+        an inline write finds the file locked and is queued behind it. One that cannot
+        finish now is finished by a later one."""
+        self.checkpoint_queued = False
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
 
     def submit(self, job: _Job | _Stop) -> bool:
         """Queue `job` (starting the thread if need be); False when the thread has ended
@@ -415,26 +699,28 @@ class _WorkerState:
         if not wanted:
             return
         try:
-            connection = self._connection()
-            connection.execute("BEGIN IMMEDIATE")
-            done = _all_or_each_alone(connection, wanted)
-            connection.execute("COMMIT")
-        except BaseException as error:
-            with contextlib.suppress(Exception):  # a broken connection: the error says why
-                if self.connection is not None and self.connection.in_transaction:
-                    self.connection.execute("ROLLBACK")
+            done = _in_transaction(self._connection(), wanted)
+        except BaseException as error:  # opening the file failed
             done = [(job.future, False, error) for job in wanted]
         outcomes.extend(done)
 
     def _connection(self) -> sqlite3.Connection:
         if self.connection is None:
             self.connection = self.open()
+            if self.open_inline is not None:
+                inline = self.open_inline()
+                inline.set_progress_handler(self.deadline, _PROGRESS_STEPS)
+                with self.inline_lock:
+                    self.inline = inline
         return self.connection
 
     def _close_connection(self) -> None:
-        connection, self.connection = self.connection, None
-        if connection is not None:
-            connection.close()
+        with self.inline_lock:  # not while an inline job uses it
+            connections = (self.inline, self.connection)
+            self.inline = self.connection = None
+        for connection in connections:
+            if connection is not None:
+                connection.close()
 
 
 def _all_or_each_alone(connection: sqlite3.Connection, jobs: list[_Job]) -> list[Outcome]:

@@ -65,13 +65,17 @@ class MemoryStore(abc.ABC):
         return InMemoryStore()
 
     @staticmethod
-    def sqlite(path: str | os.PathLike[str], *, busy_timeout: float = 5.0) -> SqliteMemoryStore:
+    def sqlite(
+        path: str | os.PathLike[str], *, busy_timeout: float = 5.0, inline: bool = True
+    ) -> SqliteMemoryStore:
         """One SQLite file (WAL mode) that several tasks and processes can share; keyword
         retrieval with FTS5, by relevance then recency, topped up with the most recent
-        entries. `busy_timeout`: seconds to wait for another process's write."""
+        entries. `busy_timeout`: seconds to wait for another process's write. `inline`: run
+        an operation asked for while the store is idle on the calling event loop's thread,
+        unless it would wait for a lock (False: always on the store's worker thread)."""
         from agentensemble.memory._sqlite import SqliteMemoryStore
 
-        return SqliteMemoryStore(path, busy_timeout=busy_timeout)
+        return SqliteMemoryStore(path, busy_timeout=busy_timeout, inline=inline)
 
     @staticmethod
     def embeddings(
