@@ -4,6 +4,7 @@ wait, on the worker thread when the file is locked or a job runs past its budget
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -14,7 +15,7 @@ import pytest
 
 from agentensemble.errors import ValidationError
 from agentensemble.memory import MemoryStore
-from agentensemble.memory._sqlite_worker import SqliteWorker
+from agentensemble.memory._sqlite_worker import SqliteWorker, _Deadline, _Job, _write_inline
 
 Job = Callable[[sqlite3.Connection], Any]
 
@@ -248,3 +249,144 @@ async def test_a_memory_store_runs_its_operations_inline_unless_told_not_to(
         finally:
             await store.aclose()
         assert (threads == LOOP_THREAD) is inline
+
+
+def test_a_commit_that_reports_an_interruption_after_committing_is_never_made() -> None:
+    # SQLite calls the progress handler once more at the end of a COMMIT, after it has
+    # committed; reporting "interrupted" then would send the writes to the thread to be
+    # committed a second time. With a handler every 3 steps, a fresh connection's COMMIT
+    # is interrupted exactly there, so the budget must be off while it runs.
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    _numbers_table(connection)
+    deadline = _Deadline()
+    connection.set_progress_handler(deadline, 3)
+    loop = asyncio.new_event_loop()
+    try:
+
+        def insert_then_run_late(connection: sqlite3.Connection) -> None:
+            _insert(1)(connection)
+            deadline.at = 0.0  # the job took its whole budget
+
+        job = _Job(True, insert_then_run_late, loop.create_future())
+        assert _write_inline(connection, [job], deadline)
+        assert job.future.result() is None
+        assert _numbers(connection) == [1]
+    finally:
+        loop.close()
+        connection.close()
+
+
+class _Abort(BaseException):
+    """Neither an Exception nor a reason to end the program."""
+
+
+def _abort(connection: sqlite3.Connection) -> None:
+    raise _Abort("stop here")
+
+
+async def test_a_job_raising_a_base_exception_inline_gives_it_to_its_caller(
+    worker: SqliteWorker,
+) -> None:
+    with pytest.raises(_Abort):
+        await worker.write(_abort)
+    with pytest.raises(_Abort):
+        await worker.read(_abort)
+    assert await worker.read(_numbers) == []
+
+
+async def test_the_next_jobs_after_a_slow_one_go_to_the_thread(worker: SqliteWorker) -> None:
+    threads: list[str] = []
+    await worker.read(_count_to(3_000_000))
+    for _ in range(51):
+        await worker.read(_recorded(threads, _numbers))
+    assert all(name.startswith("agentensemble-sqlite_") for name in threads[:50])
+    assert threads[50] == LOOP_THREAD
+
+
+async def test_a_write_due_when_another_thread_closes_the_worker_fails_and_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    worker = SqliteWorker(tmp_path / "w.db", setup=_numbers_table, inline=True)
+    write = worker.write(_insert(1))  # the first job: the file is not open yet
+    closer = threading.Thread(target=worker.close)
+    closer.start()
+    closer.join()  # before the loop's turn ends
+    with pytest.raises(RuntimeError, match="closed"):
+        await write
+    assert worker._state.thread is None
+
+
+async def test_a_checkpoint_waits_for_no_reader_of_another_process(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=60, inline=True)
+    await worker.read(_numbers)
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        _numbers(reader)  # holds its snapshot: the WAL cannot start over
+        for number in range(100):
+            await worker.write(_insert(number))  # the checkpoint is queued after the 100th
+        async with asyncio.timeout(30):  # a checkpoint waiting for the reader: 60 s
+            await worker.write(_insert(100))  # queued behind the checkpoint
+        assert len(await worker.read(_numbers)) == 101
+    finally:
+        reader.close()
+        await worker.aclose()
+
+
+async def test_two_loops_writing_at_once_commit_every_write_once(worker: SqliteWorker) -> None:
+    start = threading.Barrier(2)
+
+    def writer(first: int) -> None:
+        async def write_many() -> None:
+            for number in range(first, first + 300):
+                await worker.write(_insert(number))
+                await worker.read(_numbers)
+
+        start.wait(timeout=30)
+        asyncio.run(write_many())
+
+    threads = [threading.Thread(target=writer, args=(first,)) for first in (0, 1000)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        await asyncio.to_thread(thread.join)
+    assert await worker.read(_numbers) == [*range(300), *range(1000, 1300)]
+
+
+# the child only runs its loop's turn and exits: none of the parent's threads is needed there
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+async def test_a_write_due_when_the_process_forks_is_committed_by_the_parent_only(
+    worker: SqliteWorker,
+) -> None:
+    write = worker.write(_insert(os.getpid()))
+    read, report = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: how its copy of the write ended, to the parent
+        try:
+            await write
+            outcome = "committed"
+        except RuntimeError as error:
+            outcome = str(error)
+        os.write(report, outcome.encode())
+        os._exit(0)
+    os.close(report)
+    await write
+    await asyncio.to_thread(os.waitpid, pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read()
+    assert "before this process forked is the parent's to commit" in child
+    assert await worker.read(_numbers) == [os.getpid()]
+
+
+async def test_inline_writes_keep_the_wal_to_the_writes_between_two_checkpoints(
+    worker: SqliteWorker, tmp_path: Path
+) -> None:
+    for number in range(1000):
+        await worker.write(_insert(number))
+    page_size: int = await worker.read(
+        lambda connection: connection.execute("PRAGMA page_size").fetchone()[0]
+    )
+    frames = (tmp_path / "w.db-wal").stat().st_size // (page_size + 24)
+    # a frame per write; the WAL starts over after each checkpoint, every 100 writes
+    assert frames <= 150

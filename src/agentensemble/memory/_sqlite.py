@@ -110,12 +110,12 @@ class SqliteMemoryStore(MemoryStore):
     database work runs one at a time) and by other processes that open the same file (a
     write waits up to `busy_timeout` seconds for another's, on a worker thread).
 
-    With `inline` (the default), an operation asked for while the store is idle runs at
-    once on the calling event loop's thread, on a connection that never waits: 60-80 µs of
-    CPU, where handing it to the worker thread and back costs several times that in a busy
-    server. One that would wait for another process's lock goes to the worker thread, as
-    does every operation while the thread has work. ``inline=False`` keeps every
-    operation on the thread (for a file on a network disk, where a read may block).
+    With `inline` (the default), an operation runs on the calling event loop's thread, on
+    a connection that never waits: 50-110 µs of CPU, where handing it to the worker thread
+    and back costs several times that in a busy server. One that would wait for another
+    process's lock, or whose SQL runs past 1 ms, is rolled back and runs on the worker
+    thread, as do the next 50 (see `SqliteWorker`). ``inline=False`` keeps every operation
+    on the thread (for a file on a network disk, where reading a page may block).
 
     `retrieve` ranks the entries of the scope matching the query's rarest words by
     relevance (bm25), newest first on ties, then fills the remaining places with the most

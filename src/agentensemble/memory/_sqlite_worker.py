@@ -11,11 +11,13 @@ on a second connection that never waits: in a busy server, handing a job to a th
 back costs several times the job itself (each SQLite call hands the GIL to the loop and
 waits to get it back). Reads run at once; writes asked for in one turn of the loop commit
 together at its end. A job that would wait (another connection holds the write lock) or
-runs past `_INLINE_BUDGET` is rolled back and goes to the worker thread, as do the next
-`_AFTER_SLOW` jobs. Inline jobs and the thread's can then run at the same time, each on
-its own connection (SQLite keeps their transactions apart), and a job may run before one
-asked for earlier that is still queued: the job functions of an inline worker must share
-nothing but the database.
+whose SQL runs past `_INLINE_BUDGET` is rolled back and goes to the worker thread, as do
+the next `_AFTER_SLOW` jobs. So the loop is held for about a millisecond of SQL at most,
+plus what the job does in Python (decoding its rows) and the disk reads SQLite makes (a
+file on a network disk wants ``inline=False``). Inline jobs and the thread's can run at
+the same time, each on its own connection (SQLite keeps their transactions apart), and a
+job may run before one asked for earlier that is still queued: the job functions of an
+inline worker must share nothing but the database.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import atexit
 import contextlib
 import functools
 import itertools
+import math
 import os
 import queue
 import sqlite3
@@ -34,9 +37,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
+from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
 
 __all__ = ["Connect", "SqliteWorker", "read_snapshot"]
+
+logger = get_logger("agentensemble.memory")
 
 T = TypeVar("T")
 Connect = Callable[..., Any]
@@ -45,7 +51,8 @@ Connect = Callable[..., Any]
 
 class SqliteWorker:
     """Runs functions of a connection on a thread of their own, one at a time, in the order
-    they were asked for.
+    they were asked for (with `inline`, see below, on the caller's thread when that need
+    not wait).
 
     The connection is opened on first use, by the worker thread, then `setup(connection)`
     creates the schema. Work waiting when the thread comes round is taken in one batch:
@@ -92,13 +99,14 @@ class SqliteWorker:
         self._closed = False
         self._inherited: list[_WorkerState] = []
         self._finalizer = weakref.finalize(self, _WorkerState.stop, self._state)
-        self._due: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-        """Inline writes asked for in this turn of each loop: committed together at its
-        end (each loop touches its own list only)."""
+        self._due: dict[asyncio.AbstractEventLoop, tuple[int, list[_Job]]] = {}
+        """Inline writes asked for in this turn of each loop, and the process that asked:
+        committed together at the turn's end (each loop touches its own list only)."""
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """`fn(connection)` on the worker thread (or inline), outside any explicit
-        transaction."""
+        transaction. Inline, `fn` runs a second time, on the thread, when the file was
+        locked or it ran past its budget: it must not change anything but the database."""
         return self._submit(False, fn)
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
@@ -106,9 +114,9 @@ class SqliteWorker:
         committed before the result is given if it returns, rolled back if it raises.
 
         Writes queued together share the transaction; if another of them raises, `fn`
-        runs a second time after its first run was rolled back (as it does on the worker
-        thread when, run inline, it found the file locked), so whatever it does besides
-        its SQL must be safe to do twice."""
+        runs again after its first run was rolled back (and inline, it runs again on the
+        thread when the file was locked or it ran past its budget), so whatever it does
+        besides its SQL must be safe to do more than once."""
         return self._submit(True, fn)
 
     def _submit(self, writes: bool, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
@@ -127,25 +135,30 @@ class SqliteWorker:
         asked for in it (one transaction, as the thread commits a batch)."""
         due = self._due.get(loop)
         if due is None:
-            due = self._due[loop] = []
+            due = self._due[loop] = (os.getpid(), [])
             loop.call_soon(self._write_due, loop)
-        due.append(job)
+        due[1].append(job)
 
     def _write_due(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit this loop's due writes inline; queue them for the thread when the file
         is locked (or the inline connection busy or closed)."""
-        jobs = self._due.pop(loop, [])
-        state = self._state
+        pid, jobs = self._due.pop(loop, (0, []))
         if not jobs:
             return
+        if pid != os.getpid():  # a forked child's copy: the parent commits them
+            _fail(jobs, RuntimeError(f"{_FORKED}: {self.path}"))
+            return
+        state = self._state
         if state.write_here(jobs):
             if state.checkpoint_due(len(jobs)):
                 with contextlib.suppress(RuntimeError):  # closed meanwhile: no need
                     self._put(_Job(False, state.checkpoint, loop.create_future()))
             return
-        for job in jobs:  # asked for before any close: queued even if closed since
-            if not state.submit(job):
-                _settle([(job.future, False, RuntimeError(_STOPPED.format(self.path)))])
+        for job in jobs:
+            try:
+                self._put(job)
+            except RuntimeError as error:  # closed by another thread meanwhile
+                _fail([job], error)
 
     async def aclose(self) -> None:
         """Close the connection and end the thread, after the work asked for so far."""
@@ -218,6 +231,7 @@ class SqliteWorker:
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _STOPPED = "The SQLite file's worker has stopped: {}"
+_FORKED = "a SQLite write asked for before this process forked is the parent's to commit"
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -305,28 +319,44 @@ checkpoint comes after about 1,000 pages; a small write is a few pages)."""
 
 
 _INLINE_BUDGET = 0.001
-"""Seconds an inline job may run: one that runs longer is interrupted (its work rolled
-back) and runs again on the thread, as do the next `_AFTER_SLOW` jobs (a large scope
-makes every retrieve slow), so that a slow query never holds the event loop up for long."""
+"""Seconds of SQL an inline job may run (a batch of writes: this much per write): one
+that runs longer is interrupted (its work rolled back) and runs again on the thread, as
+do the next `_AFTER_SLOW` jobs (a large scope makes every retrieve slow). Wall time, as
+the loop sees it."""
 
 _AFTER_SLOW = 50
 
-_PROGRESS_STEPS = 20_000
-"""SQLite instructions between two checks of the inline budget (tens of microseconds):
-most inline jobs end before the first check."""
+_PROGRESS_STEPS = 1_000
+"""SQLite instructions between two checks of the inline budget (about 20 µs): a store or
+a plain retrieve ends before the first check."""
 
 
 class _Deadline:
     """The inline connection's progress handler: interrupts the job once `at` (a
     `time.perf_counter` reading) has passed."""
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "fired")
 
     def __init__(self) -> None:
-        self.at = 0.0
+        self.at = math.inf
+        self.fired = False
+        """Whether it interrupted the job since `start`."""
 
     def __call__(self) -> bool:
-        return time.perf_counter() > self.at
+        if time.perf_counter() <= self.at:
+            return False
+        self.fired = True
+        return True
+
+    def start(self, jobs: int) -> None:
+        """Allow `jobs` budgets from now."""
+        self.at = time.perf_counter() + _INLINE_BUDGET * jobs
+        self.fired = False
+
+    def off(self) -> None:
+        """Interrupt nothing (a COMMIT interrupted at its end has committed, yet reports
+        the interruption: it must never be)."""
+        self.at = math.inf
 
 
 class _GiveWay(Exception):
@@ -347,58 +377,79 @@ def _never(error: BaseException) -> bool:
     return False
 
 
-def _read_inline(connection: sqlite3.Connection, job: _Job) -> bool:
+def _read_inline(connection: sqlite3.Connection, job: _Job, deadline: _Deadline) -> bool:
     """The read on the inline connection, its outcome set on its future; False (nothing
     changed) when it must run on the thread instead (`_gives_way`)."""
+    deadline.start(1)
     try:
         result = job.fn(connection)
-    except Exception as error:
+    except BaseException as error:
+        deadline.off()
         _roll_back(connection)  # a snapshot it opened
         if _gives_way(error):
             return False
-        _settle([(job.future, False, error)])
+        _fail([job], error)
         return True
-    except BaseException:
-        _roll_back(connection)
-        raise
+    deadline.off()
     _settle([(job.future, True, result)])
     return True
 
 
-def _write_inline(connection: sqlite3.Connection, jobs: list[_Job]) -> bool:
+def _write_inline(connection: sqlite3.Connection, jobs: list[_Job], deadline: _Deadline) -> bool:
     """The writes in one transaction on the inline connection, their outcomes set on their
     futures; False (nothing changed) when they must run on the thread instead."""
     wanted = [job for job in jobs if not job.future.cancelled()]
     if not wanted:
         return True
+    deadline.start(len(wanted))
     try:
-        outcomes = _in_transaction(connection, wanted, gives_way=_gives_way)
+        outcomes = _in_transaction(connection, wanted, gives_way=_gives_way, deadline=deadline)
     except _GiveWay:
         return False
+    except BaseException as error:  # raised by a lone write: its caller hears of it
+        _fail(wanted, error)
+        return True
+    finally:
+        deadline.off()
     _settle(outcomes)
     return True
+
+
+def _fail(jobs: list[_Job], error: BaseException) -> None:
+    """Give `error` to the jobs' callers; raise it on if it ends the program (Ctrl-C)."""
+    _settle([(job.future, False, error) for job in jobs])
+    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+        raise error
 
 
 def _in_transaction(
     connection: sqlite3.Connection,
     jobs: list[_Job],
     gives_way: Callable[[BaseException], bool] = _never,
+    deadline: _Deadline | None = None,
 ) -> list[Outcome]:
     """The jobs' functions in one ``BEGIN IMMEDIATE`` transaction (see
     `_all_or_each_alone`); a failed BEGIN or COMMIT fails them all. When `gives_way` says
-    so of an error, the whole transaction is rolled back and `_GiveWay` raised."""
+    so of an error, the whole transaction is rolled back and `_GiveWay` raised. The
+    `deadline` (inline) is switched off before the COMMIT or ROLLBACK."""
     try:
         connection.execute("BEGIN IMMEDIATE")
         outcomes = _all_or_each_alone(connection, jobs)
         if any(not ok and gives_way(value) for _, ok, value in outcomes):
             raise _GiveWay
+        if deadline is not None:
+            deadline.off()
         connection.execute("COMMIT")
     except Exception as error:
+        if deadline is not None:
+            deadline.off()
         _roll_back(connection)
         if isinstance(error, _GiveWay) or gives_way(error):
             raise _GiveWay from error
         return [(job.future, False, error) for job in jobs]
     except BaseException:
+        if deadline is not None:
+            deadline.off()
         _roll_back(connection)
         raise
     return outcomes
@@ -543,10 +594,11 @@ class _WorkerState:
 
     def write_here(self, jobs: list[_Job]) -> bool:
         """Commit writes now on the caller's thread, in one transaction; False when they
-        must be queued instead (see `_inline`)."""
-        return self._inline(_write_inline, jobs)
+        must be queued instead (see `_inline`), and while a checkpoint is queued: they
+        wait behind it on the thread, or it would rarely find a moment without a write."""
+        return not self.checkpoint_queued and self._inline(_write_inline, jobs)
 
-    def _inline(self, run: Callable[[sqlite3.Connection, Any], bool], work: Any) -> bool:
+    def _inline(self, run: Callable[[sqlite3.Connection, Any, _Deadline], bool], work: Any) -> bool:
         """`run(connection, work)` on the inline connection, unless it is not open or in
         use (by another thread's loop), or a job ran past its budget lately: False then,
         and when `run` gave way (see `_gives_way`)."""
@@ -559,10 +611,9 @@ class _WorkerState:
             connection = self.inline
             if connection is None or self.stopped:
                 return False
-            self.deadline.at = time.perf_counter() + _INLINE_BUDGET
-            if run(connection, work):
+            if run(connection, work, self.deadline):
                 return True
-            if time.perf_counter() > self.deadline.at:
+            if self.deadline.fired:
                 self.slow_left = _AFTER_SLOW
             return False
         finally:
@@ -579,15 +630,20 @@ class _WorkerState:
         return True
 
     def checkpoint(self, connection: sqlite3.Connection) -> None:
-        """Copy what the WAL holds into the database file, so that the next write starts
-        the WAL over (a PASSIVE checkpoint would never catch up with the inline writes
-        made meanwhile, and the WAL, and every read, would grow). It waits (up to
-        `busy_timeout`) for the write in progress and holds writes back until it is done:
-        an inline write finds the file locked and is queued behind it. One that cannot
-        finish now is finished by a later one."""
+        """Copy what the WAL holds into the database file and start the WAL over, if no
+        connection is writing or reading an older snapshot right now; else copy what it
+        can (as a PASSIVE checkpoint would, which alone never catches up with inline
+        writes: the WAL, and every read, would grow). It waits for nobody: a checkpoint
+        that waited for another process's reader would hold every writer back meanwhile.
+        Inline writes wait behind it on the thread (`write_here`)."""
         self.checkpoint_queued = False
         with contextlib.suppress(sqlite3.Error):
-            connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+            (waits,) = connection.execute("PRAGMA busy_timeout").fetchone()
+            connection.execute("PRAGMA busy_timeout=0")
+            try:
+                connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+            finally:
+                connection.execute(f"PRAGMA busy_timeout={int(waits)}")
 
     def submit(self, job: _Job | _Stop) -> bool:
         """Queue `job` (starting the thread if need be); False when the thread has ended
@@ -708,11 +764,20 @@ class _WorkerState:
         if self.connection is None:
             self.connection = self.open()
             if self.open_inline is not None:
-                inline = self.open_inline()
-                inline.set_progress_handler(self.deadline, _PROGRESS_STEPS)
-                with self.inline_lock:
-                    self.inline = inline
+                self._open_inline()
         return self.connection
+
+    def _open_inline(self) -> None:
+        """Open the inline connection; when it cannot be, jobs keep to the thread."""
+        assert self.open_inline is not None
+        try:
+            inline = self.open_inline()
+        except sqlite3.Error as error:
+            logger.warning("SQLite jobs stay on the worker thread: %s", error)
+            return
+        inline.set_progress_handler(self.deadline, _PROGRESS_STEPS)
+        with self.inline_lock:
+            self.inline = inline
 
     def _close_connection(self) -> None:
         with self.inline_lock:  # not while an inline job uses it

@@ -71,8 +71,8 @@ class MemoryStore(abc.ABC):
         """One SQLite file (WAL mode) that several tasks and processes can share; keyword
         retrieval with FTS5, by relevance then recency, topped up with the most recent
         entries. `busy_timeout`: seconds to wait for another process's write. `inline`: run
-        an operation asked for while the store is idle on the calling event loop's thread,
-        unless it would wait for a lock (False: always on the store's worker thread)."""
+        an operation on the calling event loop's thread unless it would wait for a lock or
+        its SQL runs past 1 ms (False: always on the store's worker thread)."""
         from agentensemble.memory._sqlite import SqliteMemoryStore
 
         return SqliteMemoryStore(path, busy_timeout=busy_timeout, inline=inline)
