@@ -16,31 +16,19 @@ from typing import Any
 import pytest
 
 from agentensemble.memory._sqlite_worker import SqliteWorker
-
-
-def _numbers_table(connection: sqlite3.Connection) -> None:
-    connection.execute("CREATE TABLE IF NOT EXISTS numbers (n INTEGER)")
-
-
-def _insert(n: int) -> Any:
-    def insert(connection: sqlite3.Connection) -> None:
-        connection.execute("INSERT INTO numbers VALUES (?)", (n,))
-
-    return insert
-
-
-def _insert_then_fail(connection: sqlite3.Connection) -> None:
-    connection.execute("INSERT INTO numbers VALUES (99)")
-    raise ValueError("this write changes its mind")
-
-
-def _numbers(connection: sqlite3.Connection) -> list[int]:
-    return [n for (n,) in connection.execute("SELECT n FROM numbers ORDER BY n")]
+from tests.memory.sqlite_jobs import (
+    THREE_WRITES_THE_MIDDLE_ONE_FAILING,
+    heads,
+    insert_number,
+    insert_then_fail,
+    numbers,
+    numbers_table,
+)
 
 
 @pytest.fixture
 def worker(tmp_path: Path) -> Iterator[SqliteWorker]:
-    made = SqliteWorker(tmp_path / "w.db", setup=_numbers_table)
+    made = SqliteWorker(tmp_path / "w.db", setup=numbers_table)
     yield made
     made.close()
 
@@ -82,9 +70,9 @@ def _write_lock_held_elsewhere(path: Path) -> Iterator[None]:
 @contextlib.asynccontextmanager
 async def _opened_worker(path: Path, busy_timeout: float) -> AsyncIterator[SqliteWorker]:
     """A worker on `path` whose file is made (schema and all), closed afterwards."""
-    worker = SqliteWorker(path, setup=_numbers_table, busy_timeout=busy_timeout)
+    worker = SqliteWorker(path, setup=numbers_table, busy_timeout=busy_timeout)
     try:
-        await worker.read(_numbers)
+        await worker.read(numbers)
         yield worker
     finally:
         await worker.aclose()
@@ -95,27 +83,19 @@ async def test_writes_queued_together_share_one_transaction_and_a_failing_one_ro
 ) -> None:
     statements: list[str] = []
     release, held = _held(worker, statements)
-    queued = [worker.write(_insert(1)), worker.write(_insert_then_fail), worker.write(_insert(3))]
+    queued = [
+        worker.write(insert_number(1)),
+        worker.write(insert_then_fail),
+        worker.write(insert_number(3)),
+    ]
     release.set()
     await held
     first, failed, third = await _outcomes(queued)
     assert first is None
     assert third is None
     assert isinstance(failed, ValueError)
-    # all three ran, were rolled back to before them, then ran each in a savepoint; one
-    # transaction throughout, so another process never got the write lock in between
-    assert [statement.split(" (")[0] for statement in statements] == [
-        "BEGIN IMMEDIATE",
-        "SAVEPOINT batch",
-        "INSERT INTO numbers VALUES",
-        "INSERT INTO numbers VALUES",
-        "ROLLBACK TO batch",
-        *("SAVEPOINT job", "INSERT INTO numbers VALUES", "RELEASE job"),
-        *("SAVEPOINT job", "INSERT INTO numbers VALUES", "ROLLBACK TO job", "RELEASE job"),
-        *("SAVEPOINT job", "INSERT INTO numbers VALUES", "RELEASE job"),
-        "COMMIT",
-    ]
-    assert await worker.read(_numbers) == [1, 3]
+    assert heads(statements) == THREE_WRITES_THE_MIDDLE_ONE_FAILING
+    assert await worker.read(numbers) == [1, 3]
 
 
 async def test_writes_queued_together_that_all_succeed_run_once_without_a_savepoint_each(
@@ -127,7 +107,7 @@ async def test_writes_queued_together_that_all_succeed_run_once_without_a_savepo
     def insert(number: int) -> Callable[[sqlite3.Connection], None]:
         def run(connection: sqlite3.Connection) -> None:
             runs.append(number)
-            _insert(number)(connection)
+            insert_number(number)(connection)
 
         return run
 
@@ -137,13 +117,13 @@ async def test_writes_queued_together_that_all_succeed_run_once_without_a_savepo
     await held
     assert await _outcomes(queued) == [None, None, None]
     assert runs == [1, 2, 3]
-    assert [statement.split(" (")[0] for statement in statements] == [
+    assert heads(statements) == [
         "BEGIN IMMEDIATE",
         "SAVEPOINT batch",
         *(["INSERT INTO numbers VALUES"] * 3),
         "COMMIT",
     ]
-    assert await worker.read(_numbers) == [1, 2, 3]
+    assert await worker.read(numbers) == [1, 2, 3]
 
 
 async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(
@@ -153,37 +133,37 @@ async def test_a_write_that_cannot_begin_fails_with_every_write_queued_with_it(
     async with _opened_worker(path, busy_timeout=0) as worker:
         with _write_lock_held_elsewhere(path):
             release, held = _held(worker, [])
-            queued = [worker.write(_insert(1)), worker.write(_insert(2))]
+            queued = [worker.write(insert_number(1)), worker.write(insert_number(2))]
             release.set()
             await held
             outcomes = await _outcomes(queued)
         assert [type(outcome) for outcome in outcomes] == [sqlite3.OperationalError] * 2
         assert "locked" in str(outcomes[0])
-        assert await worker.read(_numbers) == []
+        assert await worker.read(numbers) == []
 
 
 async def test_work_cancelled_while_queued_does_not_run(worker: SqliteWorker) -> None:
     release, held = _held(worker, [])
-    cancelled = worker.write(_insert(1))
-    kept = worker.write(_insert(2))
+    cancelled = worker.write(insert_number(1))
+    kept = worker.write(insert_number(2))
     cancelled.cancel()
     release.set()
     await held
     await kept
-    assert await worker.read(_numbers) == [2]
+    assert await worker.read(numbers) == [2]
 
 
 async def test_reads_and_writes_run_in_the_order_they_were_asked_for(
     worker: SqliteWorker,
 ) -> None:
     release, held = _held(worker, [])
-    seen = [
-        worker.read(_numbers),
-        worker.write(_insert(1)),
-        worker.read(_numbers),
-        worker.write(_insert(2)),
-        worker.write(_insert(3)),
-        worker.read(_numbers),
+    seen: list[asyncio.Future[Any]] = [
+        worker.read(numbers),
+        worker.write(insert_number(1)),
+        worker.read(numbers),
+        worker.write(insert_number(2)),
+        worker.write(insert_number(3)),
+        worker.read(numbers),
     ]
     release.set()
     await held
@@ -193,14 +173,14 @@ async def test_reads_and_writes_run_in_the_order_they_were_asked_for(
 async def test_two_event_loops_share_a_worker(worker: SqliteWorker) -> None:
     def in_another_loop() -> list[int]:
         async def write_then_read() -> list[int]:
-            await worker.write(_insert(7))
-            return await worker.read(_numbers)
+            await worker.write(insert_number(7))
+            return await worker.read(numbers)
 
         return asyncio.run(write_then_read())
 
-    await worker.write(_insert(1))
+    await worker.write(insert_number(1))
     assert await asyncio.to_thread(in_another_loop) == [1, 7]
-    assert await worker.read(_numbers) == [1, 7]
+    assert await worker.read(numbers) == [1, 7]
 
 
 def _sqlite_threads() -> set[threading.Thread]:
@@ -213,8 +193,8 @@ async def test_a_collected_workers_thread_ends(tmp_path: Path) -> None:
     import gc
 
     before = _sqlite_threads()
-    collected = SqliteWorker(tmp_path / "c.db", setup=_numbers_table)
-    await collected.write(_insert(1))
+    collected = SqliteWorker(tmp_path / "c.db", setup=numbers_table)
+    await collected.write(insert_number(1))
     [started] = _sqlite_threads() - before
     del collected
     gc.collect()
@@ -286,7 +266,7 @@ async def test_a_job_raising_stop_iteration_fails_alone(worker: SqliteWorker) ->
     """A future cannot take StopIteration: it comes as a RuntimeError, and the answers
     handed back with it still arrive."""
     release, held = _held(worker, [])
-    queued = [worker.read(_next_row), worker.write(_insert(1)), worker.read(_numbers)]
+    queued = [worker.read(_next_row), worker.write(insert_number(1)), worker.read(numbers)]
     release.set()
     await held
     failed, written, read = await _outcomes(queued)
@@ -303,14 +283,14 @@ async def test_a_read_is_answered_before_a_write_waiting_for_another_process(
     async with _opened_worker(path, busy_timeout=30) as worker:
         with _write_lock_held_elsewhere(path):  # the write below waits for it
             release, held = _held(worker, [])
-            read = worker.read(_numbers)
-            write = worker.write(_insert(1))
+            read = worker.read(numbers)
+            write = worker.write(insert_number(1))
             release.set()
             await held
             assert await read == []
             assert not write.done()  # still waiting for the lock: the read did not wait
         await write
-        assert await worker.read(_numbers) == [1]
+        assert await worker.read(numbers) == [1]
 
 
 def _close_the_connection(connection: sqlite3.Connection) -> None:
@@ -324,7 +304,7 @@ async def test_a_job_that_breaks_the_connection_leaves_no_caller_waiting(
     release, held = _held(worker, [])
     queued: list[asyncio.Future[Any]] = [
         worker.write(_close_the_connection),
-        worker.read(_numbers),
+        worker.read(numbers),
     ]
     release.set()
     await held
@@ -332,7 +312,7 @@ async def test_a_job_that_breaks_the_connection_leaves_no_caller_waiting(
     assert isinstance(broken, ValueError)
     assert isinstance(after, sqlite3.ProgrammingError)  # answered, not left waiting
     with pytest.raises(sqlite3.ProgrammingError):
-        await worker.read(_numbers)
+        await worker.read(numbers)
 
 
 def test_an_exit_hook_that_closes_the_store_does_not_hang_the_exit(tmp_path: Path) -> None:
