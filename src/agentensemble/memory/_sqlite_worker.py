@@ -51,8 +51,8 @@ Connect = Callable[..., Any]
 
 class SqliteWorker:
     """Runs functions of a connection on a thread of their own, one at a time, in the order
-    they were asked for (with `inline`, see below, on the caller's thread when that need
-    not wait).
+    they were asked for; with `inline`, on the caller's thread instead when that need not
+    wait (and then not always in order: see the module's docstring).
 
     The connection is opened on first use, by the worker thread, then `setup(connection)`
     creates the schema. Work waiting when the thread comes round is taken in one batch:
