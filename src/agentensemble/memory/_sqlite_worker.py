@@ -135,13 +135,13 @@ class SqliteWorker:
         asked for in it (one transaction, as the thread commits a batch)."""
         due = self._due.get(loop)
         if due is None:
-            due = self._due[loop] = (os.getpid(), [])
+            due = self._due[loop] = (self._pid, [])  # checked by _submit
             loop.call_soon(self._write_due, loop)
         due[1].append(job)
 
     def _write_due(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Commit this loop's due writes inline; queue them for the thread when the file
-        is locked (or the inline connection busy or closed)."""
+        """Commit this loop's due writes inline; queue them for the thread when they may
+        not run inline (`_WorkerState.write_here`)."""
         pid, jobs = self._due.pop(loop, (0, []))
         if not jobs:
             return
@@ -373,10 +373,6 @@ def _gives_way(error: BaseException) -> bool:
     return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT)
 
 
-def _never(error: BaseException) -> bool:
-    return False
-
-
 def _read_inline(connection: sqlite3.Connection, job: _Job, deadline: _Deadline) -> bool:
     """The read on the inline connection, its outcome set on its future; False (nothing
     changed) when it must run on the thread instead (`_gives_way`)."""
@@ -403,14 +399,12 @@ def _write_inline(connection: sqlite3.Connection, jobs: list[_Job], deadline: _D
         return True
     deadline.start(len(wanted))
     try:
-        outcomes = _in_transaction(connection, wanted, gives_way=_gives_way, deadline=deadline)
+        outcomes = _in_transaction(connection, wanted, deadline)
     except _GiveWay:
         return False
     except BaseException as error:  # raised by a lone write: its caller hears of it
         _fail(wanted, error)
         return True
-    finally:
-        deadline.off()
     _settle(outcomes)
     return True
 
@@ -423,35 +417,30 @@ def _fail(jobs: list[_Job], error: BaseException) -> None:
 
 
 def _in_transaction(
-    connection: sqlite3.Connection,
-    jobs: list[_Job],
-    gives_way: Callable[[BaseException], bool] = _never,
-    deadline: _Deadline | None = None,
+    connection: sqlite3.Connection, jobs: list[_Job], deadline: _Deadline | None = None
 ) -> list[Outcome]:
     """The jobs' functions in one ``BEGIN IMMEDIATE`` transaction (see
-    `_all_or_each_alone`); a failed BEGIN or COMMIT fails them all. When `gives_way` says
-    so of an error, the whole transaction is rolled back and `_GiveWay` raised. The
-    `deadline` (inline) is switched off before the COMMIT or ROLLBACK."""
+    `_all_or_each_alone`); a failed BEGIN or COMMIT fails them all. Inline (with the
+    connection's `deadline`, switched off before the COMMIT or ROLLBACK), an error that
+    `_gives_way` rolls the whole transaction back and raises `_GiveWay`."""
+    inline = deadline is not None
     try:
         connection.execute("BEGIN IMMEDIATE")
         outcomes = _all_or_each_alone(connection, jobs)
-        if any(not ok and gives_way(value) for _, ok, value in outcomes):
+        if inline and any(not ok and _gives_way(value) for _, ok, value in outcomes):
             raise _GiveWay
         if deadline is not None:
             deadline.off()
         connection.execute("COMMIT")
-    except Exception as error:
+    except BaseException as error:
         if deadline is not None:
             deadline.off()
         _roll_back(connection)
-        if isinstance(error, _GiveWay) or gives_way(error):
+        if inline and (isinstance(error, _GiveWay) or _gives_way(error)):
             raise _GiveWay from error
+        if not isinstance(error, Exception):
+            raise
         return [(job.future, False, error) for job in jobs]
-    except BaseException:
-        if deadline is not None:
-            deadline.off()
-        _roll_back(connection)
-        raise
     return outcomes
 
 
