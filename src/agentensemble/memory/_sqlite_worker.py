@@ -624,15 +624,18 @@ class _WorkerState:
         can (as a PASSIVE checkpoint would, which alone never catches up with inline
         writes: the WAL, and every read, would grow). It waits for nobody: a checkpoint
         that waited for another process's reader would hold every writer back meanwhile.
-        Inline writes wait behind it on the thread (`write_here`)."""
-        self.checkpoint_queued = False
-        with contextlib.suppress(sqlite3.Error):
-            (waits,) = connection.execute("PRAGMA busy_timeout").fetchone()
-            connection.execute("PRAGMA busy_timeout=0")
-            try:
-                connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-            finally:
-                connection.execute(f"PRAGMA busy_timeout={int(waits)}")
+        Inline writes wait behind it on the thread until it is done (`write_here`): one
+        that began while it ran would make it give up."""
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                (waits,) = connection.execute("PRAGMA busy_timeout").fetchone()
+                connection.execute("PRAGMA busy_timeout=0")
+                try:
+                    connection.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                finally:
+                    connection.execute(f"PRAGMA busy_timeout={int(waits)}")
+        finally:
+            self.checkpoint_queued = False
 
     def submit(self, job: _Job | _Stop) -> bool:
         """Queue `job` (starting the thread if need be); False when the thread has ended
