@@ -46,6 +46,7 @@ from agentensemble.execution._hooks import RunHooks
 from agentensemble.execution._loops import LoopRecord, LoopRunner
 from agentensemble.execution._memory import RunMemory
 from agentensemble.execution._planning import (
+    Node,
     PlannedTask,
     ReviewRules,
     SynthesisLog,
@@ -63,7 +64,6 @@ from agentensemble.observability._capture import CaptureMode, resolve_capture_mo
 from agentensemble.observability._events import (
     EnsembleCompletedEvent,
     EnsembleStartedEvent,
-    NodeLabel,
     PlanNode,
 )
 from agentensemble.observability._exporters import JsonTraceExporter, TraceExporter
@@ -189,12 +189,14 @@ async def run_ensemble(
     options: RunOptions | None,
     *,
     compose: Compose | None = None,
+    nodes: Mapping[Task[Any], Node] | None = None,
     resume: str | None = None,
     decision: ReviewDecision | None = None,
 ) -> EnsembleOutput:
     """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
-    makes its executor); with `resume`, continue that checkpointed run (a paused one with
-    the `decision` on the review it waits for)."""
+    makes its executor, with `nodes` placing its tasks in a map-reduce tree); with `resume`,
+    continue that checkpointed run (a paused one with the `decision` on the review it waits
+    for)."""
     options = _check_options(options)
     resume = _resume_of(resume, options)
     checkpoint = None
@@ -227,11 +229,11 @@ async def run_ensemble(
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
-            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
+            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose, nodes)
             return await execute_run(plan, _with_team(run, plan), exporter)
         try:
             async with asyncio.timeout_at(run.deadline) as planning:
-                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
+                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose, nodes)
         except TimeoutError:
             if not planning.expired():
                 raise
@@ -584,12 +586,13 @@ async def _plan(
     run: RunContext,
     inputs: Mapping[str, str],
     compose: Compose | None = None,
+    nodes: Mapping[Task[Any], Node] | None = None,
 ) -> RunPlan:
     """Plan every task of every phase before any task runs; the executor comes from the
     run's registered workflow, or from `compose` when a composite shapes the run."""
     synthesis = SynthesisLog()
     spec = workflow_spec(shape.workflow)
-    groups = await _plan_groups(ensemble, shape, texts, run, synthesis)
+    groups = await _plan_groups(ensemble, shape, texts, run, synthesis, nodes)
     planned = tuple(task for group in groups for task in group.tasks)
     team = _team(ensemble, spec, planned, run)
     added: list[PlannedTask] = []
@@ -648,8 +651,10 @@ async def _plan_groups(
     texts: Mapping[Task[Any], tuple[str, str]],
     run: RunContext,
     synthesis: SynthesisLog,
+    nodes: Mapping[Task[Any], Node] | None,
 ) -> tuple[PlannedGroup, ...]:
-    """Each group's tasks planned (agents synthesised, gates set), numbered in plan order."""
+    """Each group's tasks planned (agents synthesised, gates set, placed in the map-reduce
+    tree of `nodes`), numbered in plan order."""
     synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
     planned_groups: list[PlannedGroup] = []
     first = 1
@@ -664,6 +669,7 @@ async def _plan_groups(
             first_index=first,
             total=len(shape.tasks),
             review=_review_rules(ensemble, workflow_spec(group.workflow)),
+            nodes=nodes,
         )
         planned_groups.append(
             PlannedGroup(tasks=planned, workflow=group.workflow, phase=group.phase)
@@ -763,7 +769,9 @@ class _RunPlanner:
         resolve_texts(tasks, self._inputs)
         self._filled_in_agents(tasks)
 
-    async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
+    async def __call__(
+        self, tasks: Sequence[Task[Any]], nodes: Mapping[Task[Any], Node] | None = None
+    ) -> tuple[PlannedTask, ...]:
         ensemble = self._ensemble
         validate_added(tasks, self._known, self._settings)
         texts = resolve_texts(tasks, self._inputs)
@@ -781,6 +789,7 @@ class _RunPlanner:
             total=first + len(tasks) - 1,
             review=_review_rules(ensemble, workflow_spec(_ADDED_TASKS_WORKFLOW)),
             agents=agents,
+            nodes=nodes,
         )
         self._known.update(tasks)
         self._added.extend(planned)
@@ -1018,20 +1027,8 @@ def _ending(
     if plan.composed is None:
         return ended
     finished = plan.composed.finish_trace(run.trace.trace_for(ended))
-    labels = tuple(
-        NodeLabel(
-            task_index=task.task_index,
-            node_type=task.node_type,
-            map_reduce_level=task.map_reduce_level,
-        )
-        for task in finished.task_traces
-        if task.node_type is not None and task.map_reduce_level is not None
-    )
     return dataclasses.replace(
-        ended,
-        errors=finished.errors,
-        map_reduce_levels=finished.map_reduce_levels,
-        node_labels=labels,
+        ended, errors=finished.errors, map_reduce_levels=finished.map_reduce_levels
     )
 
 

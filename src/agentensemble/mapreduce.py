@@ -248,23 +248,29 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
         """
         strategy = self._strategy
         if self._tree is not None:
-            nodes = self._tree.nodes
 
             def static(_: Planner) -> MapReduceExecutor:
-                return MapReduceExecutor(nodes, strategy)
+                return MapReduceExecutor(strategy)
 
             return await run_ensemble(
                 self.to_ensemble(),
                 inputs,
                 options,
                 compose=static,
+                nodes=self._tree.nodes,
                 resume=resume,
                 decision=decision,
             )
-        tasks, compose = self._adaptive_start()
-        inner = dataclasses.replace(self._template, tasks=tasks)
+        nodes, compose = self._adaptive_start()
+        inner = dataclasses.replace(self._template, tasks=list(nodes))
         return await run_ensemble(
-            inner, inputs, options, compose=compose, resume=resume, decision=decision
+            inner,
+            inputs,
+            options,
+            compose=compose,
+            nodes=nodes,
+            resume=resume,
+            decision=decision,
         )
 
     def astream(
@@ -279,20 +285,20 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
             lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
         )
 
-    def _adaptive_start(self) -> tuple[list[Task[Any]], Callable[[Planner], MapReduceExecutor]]:
-        """The first tasks of an adaptive run (the direct task when the items fit the
-        budget, else the map tasks) and how to make its executor."""
+    def _adaptive_start(
+        self,
+    ) -> tuple[dict[Task[Any], Node], Callable[[Planner], MapReduceExecutor]]:
+        """The first tasks of an adaptive run, with their nodes (the direct task when the
+        items fit the budget, else the map tasks), and how to make its executor."""
         factories = self._factories
         budget = self._budget
         strategy = self._strategy
         if budget is None:
             raise AssertionError("not adaptive")
         if self.direct_task is not None and self._estimated_input_tokens() <= budget:
-            direct = factories.direct(self.items)
-            nodes = {direct: Node(DIRECT, 0)}
-            return [direct], lambda _: MapReduceExecutor(nodes, strategy, workflow_label=ADAPTIVE)
-        tasks = factories.map_all(self.items)
-        nodes = {task: Node(MAP, 0) for task in tasks}
+            direct = {factories.direct(self.items): Node(DIRECT, 0)}
+            return direct, lambda _: MapReduceExecutor(strategy, workflow_label=ADAPTIVE)
+        mapped = dict.fromkeys(factories.map_all(self.items), Node(MAP, 0))
         levels = AdaptiveReduce(
             budget=budget,
             max_levels=_DEFAULT_MAX_REDUCE_LEVELS
@@ -301,8 +307,8 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
             counter=TokenCounter(self.token_estimator),
             reduce_task=factories.reduce,
         )
-        return tasks, lambda planner: AdaptiveMapReduceExecutor(
-            nodes, strategy, levels=levels, planner=planner
+        return mapped, lambda planner: AdaptiveMapReduceExecutor(
+            strategy, levels=levels, planner=planner
         )
 
     def _estimated_input_tokens(self) -> int:

@@ -123,6 +123,22 @@ def test_a_run_has_one_run_id_and_one_start_and_end() -> None:
     assert {event.ensemble_id for event in events.events} == {output.trace.ensemble_id}
 
 
+def test_each_task_starts_with_its_node_and_keeps_one_trace() -> None:
+    events = Events()
+    output = static(list(range(7)), Recorder(), chunk_size=3, listeners=[events]).run()
+    started = {
+        event.task_description: (event.node_type, event.map_reduce_level)
+        for event in events.of(TaskStartEvent)
+    }
+    assert started == nodes_of(output.trace)
+    assert started["Map 6"] == ("map", 0)
+    assert started["Reduce 4"] == ("final-reduce", 2)
+    assert output.trace is not None
+    # the output's trace is the run trace's own object: no second, labelled copy per task
+    run_traces = {id(trace) for trace in output.trace.task_traces}
+    assert {id(task.trace) for task in output.task_outputs} == run_traces
+
+
 def test_a_static_tree_runs_again_with_the_same_tasks() -> None:
     recorder = Recorder()
     ensemble = static(list(range(4)), recorder, chunk_size=2)
@@ -221,6 +237,8 @@ def test_continue_on_error_reduces_the_survivors() -> None:
     [error] = output.trace.errors
     assert error.task_description == "Map 1"
     assert error.message.endswith("map 1 failed")
+    [failed] = output.trace.failed_tasks
+    assert (failed.node_type, failed.map_reduce_level) == ("map", 0)
 
 
 def test_continue_on_error_a_chunk_that_all_failed_is_skipped_and_the_rest_reduced() -> None:

@@ -54,6 +54,7 @@ from agentensemble.tools._resolve import ToolSet
 
 __all__ = [
     "DelegationMode",
+    "Node",
     "PlannedTask",
     "ReviewRules",
     "SynthesisLog",
@@ -66,6 +67,16 @@ __all__ = [
 
 DelegationMode = Literal["manager", "peer"]
 """How a task delegates: as the hierarchical manager (``delegate_task``) or as a peer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """Where a task sits in a map-reduce tree (its start event says so, and its trace)."""
+
+    node_type: str
+    """``map``, ``reduce``, ``final-reduce`` or ``direct``."""
+    level: int
+    """0 for the map tasks (and a direct task), then one per reduce level."""
 
 
 @direct_init
@@ -98,6 +109,8 @@ class PlannedTask:
     """Whether (and how) the task's agent may delegate."""
     before_start: tuple[TaskStep, ...] = ()
     """What runs before the task starts (a before-review gate), outside its events."""
+    node: Node | None = None
+    """Where the task sits in a map-reduce tree (None outside one)."""
 
     @property
     def role(self) -> str:
@@ -279,11 +292,13 @@ async def plan_tasks(
     total: int | None = None,
     review: ReviewRules | None = None,
     agents: Mapping[Agent, Agent] | None = None,
+    nodes: Mapping[Task[Any], Node] | None = None,
 ) -> tuple[PlannedTask, ...]:
     """Give each task (templates already resolved) its agent, synthesising one where the
     task has none, and its steps. `llm` is the ensemble model; `review` the gates' rules
     (None: the run has no review handler); `agents` maps an agent with templates to its
-    copy filled in (the run's own when not given)."""
+    copy filled in (the run's own when not given); `nodes` places tasks in a map-reduce
+    tree."""
     filled_in = run.agents if agents is None else agents
     planned = []
     count = total if total is not None else len(tasks)
@@ -320,6 +335,7 @@ async def plan_tasks(
                 limiter=run.limiters.for_task(task),
                 delegates="peer" if agent and agent.allow_delegation else None,
                 before_start=review.before(task) if review else (),
+                node=nodes.get(task) if nodes else None,
             )
         )
     return tuple(planned)

@@ -79,6 +79,7 @@ class TaskRecorder(CapabilityFacts):
 
     def task_started(self) -> Awaitable[None]:
         planned, events = self.task.planned, self.events
+        node = planned.node
         return events.emit(
             task_event_maker(TaskStartEvent)(
                 self._ids,
@@ -87,6 +88,8 @@ class TaskRecorder(CapabilityFacts):
                 total_tasks=planned.total,
                 expected_output=planned.expected_output,
                 name=planned.source.name,
+                node_type=None if node is None else node.node_type,
+                map_reduce_level=None if node is None else node.level,
             )
         )
 

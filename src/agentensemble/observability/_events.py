@@ -49,7 +49,6 @@ __all__ = [
     "LlmIterationStartedEvent",
     "LoopIterationCompletedEvent",
     "MemoryOperationEvent",
-    "NodeLabel",
     "PlanNode",
     "ReviewDecidedEvent",
     "ReviewRequestedEvent",
@@ -200,16 +199,6 @@ def task_event_maker(kind: type[AnyTaskEvent]) -> Callable[..., AnyTaskEvent]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeLabel:
-    """A task's place in a `MapReduceEnsemble` run."""
-
-    task_index: int
-    node_type: str
-    """``map``, ``reduce``, ``final-reduce`` or ``direct``."""
-    map_reduce_level: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanNode:
     """A planned task, as the run's start announces it (what a flow graph draws)."""
 
@@ -271,7 +260,6 @@ class EnsembleCompletedEvent(EventBase):
     agent_synthesis: tuple[LlmInteraction, ...] = ()
     """Model calls made while planning (to synthesise agents), of the whole run."""
     map_reduce_levels: tuple[MapReduceLevelSummary, ...] = ()
-    node_labels: tuple[NodeLabel, ...] = ()
     type: Literal["ensemble_completed"] = field(default="ensemble_completed", init=False)
 
 
@@ -286,6 +274,10 @@ class TaskStartEvent(TaskEvent):
     expected_output: str = ""
     name: str | None = None
     """The task's `name`, when it has one."""
+    node_type: str | None = None
+    """In a `MapReduceEnsemble` run: ``map``, ``reduce``, ``final-reduce`` or ``direct``."""
+    map_reduce_level: int | None = None
+    """In a `MapReduceEnsemble` run: the task's level (0 for the map tasks)."""
     type: Literal["task_started"] = field(default="task_started", init=False)
 
 

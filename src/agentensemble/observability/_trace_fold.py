@@ -228,7 +228,6 @@ class TraceFold:
         started = self._started
         if started is None:
             raise ValueError("the events do not include the run's ensemble_started event")
-        labels = {label.task_index: label for label in completed.node_labels}
         traces = []
         for task_id in completed.output_task_ids:
             done = self._done.get(task_id)
@@ -237,13 +236,7 @@ class TraceFold:
                     f"the events do not include the completion of task {task_id!r}, one of "
                     "the run's outputs (an event log that dropped events cannot be folded)"
                 )
-            task_trace = done[0]
-            label = labels.get(task_trace.task_index)
-            if label is not None:
-                task_trace = dataclasses.replace(
-                    task_trace, node_type=label.node_type, map_reduce_level=label.map_reduce_level
-                )
-            traces.append(task_trace)
+            traces.append(done[0])
         metrics = self.metrics(completed.agent_synthesis)
         return ExecutionTrace(
             ensemble_id=started.ensemble_id,
@@ -294,8 +287,13 @@ class TraceFold:
         if task is None:
             return
         if event.restored_trace is not None:
+            start = task.start
             restored = dataclasses.replace(
-                event.restored_trace, task_index=task.start.task_index, restored=True
+                event.restored_trace,
+                task_index=start.task_index,
+                restored=True,
+                node_type=start.node_type,
+                map_reduce_level=start.map_reduce_level,
             )
             self._done[event.task_id] = (restored, restored.metrics)
             self._count_restored(restored.metrics)
@@ -364,6 +362,8 @@ class TraceFold:
             parsed_output=parsed_output,
             metrics=metrics,
             name=start.name,
+            node_type=start.node_type,
+            map_reduce_level=start.map_reduce_level,
         )
 
     # ---- model and tool calls --------------------------------------------------------------

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agentensemble.enums import ParallelErrorStrategy
     from agentensemble.execution._context import RunContext
     from agentensemble.execution._delegation import Team
-    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.execution._planning import Node, PlannedTask
     from agentensemble.graph import Graph
     from agentensemble.models import ChatModel, RateLimiter
     from agentensemble.observability._trace import ExecutionTrace
@@ -58,8 +58,11 @@ class Planner(Protocol):
     """Plans tasks added to a run while it runs (checked as the run's own tasks are,
     templates resolved with the run's inputs, agents given)."""
 
-    async def __call__(self, tasks: Sequence[Task[Any]]) -> tuple[PlannedTask, ...]:
-        """Check and plan `tasks`; they become part of the run."""
+    async def __call__(
+        self, tasks: Sequence[Task[Any]], nodes: Mapping[Task[Any], Node] | None = None
+    ) -> tuple[PlannedTask, ...]:
+        """Check and plan `tasks` (placed in the map-reduce tree of `nodes`); they become
+        part of the run."""
         ...
 
     async def check(self, tasks: Sequence[Task[Any]]) -> None:
@@ -77,7 +80,7 @@ class ComposedExecutor(WorkflowExecutor, Protocol):
         ...
 
     def finish_trace(self, trace: ExecutionTrace) -> ExecutionTrace:
-        """`trace` completed with what the executor knows (node types, levels, ...)."""
+        """`trace` completed with what the executor knows (per-level summaries, ...)."""
         ...
 
 

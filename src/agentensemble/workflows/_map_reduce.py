@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
+from agentensemble.execution._planning import Node
 from agentensemble.execution._run_trace import task_errors
 from agentensemble.observability._trace import ExecutionTrace, MapReduceLevelSummary, TaskTrace
 from agentensemble.workflows._parallel import DagRun, DrainedHook
@@ -59,14 +60,6 @@ STATIC = "MAP_REDUCE_STATIC"
 ADAPTIVE = "MAP_REDUCE_ADAPTIVE"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """Where a task sits in the tree."""
-
-    node_type: str
-    level: int
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdaptiveReduce:
     """How an adaptive run decides its reduce levels."""
@@ -84,23 +77,13 @@ class MapReduceExecutor:
     """Runs a tree planned up front (static mode, or the direct task); made afresh for each
     run. Under CONTINUE_ON_ERROR a task runs on the inputs that completed."""
 
-    def __init__(
-        self,
-        nodes: Mapping[Task[Any], Node],
-        strategy: ParallelErrorStrategy,
-        *,
-        workflow_label: str = STATIC,
-    ) -> None:
+    def __init__(self, strategy: ParallelErrorStrategy, *, workflow_label: str = STATIC) -> None:
         self.workflow_label = workflow_label
         """``MAP_REDUCE_STATIC`` or ``MAP_REDUCE_ADAPTIVE``."""
-        self._nodes = dict(nodes)
         self._strategy = strategy
         self._levels: dict[int, list[PlannedTask]] = defaultdict(list)
-        self._by_index: dict[int, Node] = {}
-        self._final = next(
-            (task for task, node in nodes.items() if node.node_type in (FINAL_REDUCE, DIRECT)),
-            None,
-        )
+        self._final: Task[Any] | None = None
+        """The final reduce (or the direct task), once planned."""
         self._survived: Mapping[Task[Any], BaseException] = {}
         """Failures the run went on without (CONTINUE_ON_ERROR), for the trace."""
         self._outputs: RunOutputs | None = None
@@ -133,28 +116,20 @@ class MapReduceExecutor:
         return None
 
     def _place(self, planned: Sequence[PlannedTask]) -> None:
+        """File each planned task under its level (the run planned it with its node)."""
         for task in planned:
-            node = self._nodes[task.source]
+            node = _node_of(task)
             self._levels[node.level].append(task)
-            self._by_index[task.index] = node
+            if node.node_type in (FINAL_REDUCE, DIRECT):
+                self._final = task.source
 
     def finish_trace(self, trace: ExecutionTrace) -> ExecutionTrace:
-        """The trace with each task's node type and level, the per-level summaries and the
-        failures the run went on without."""
-        task_traces = tuple(self._annotated(task_trace) for task_trace in trace.task_traces)
+        """The trace with the per-level summaries and the failures the run went on without
+        (each task trace carries its node type and level already: its start event said)."""
         return dataclasses.replace(
             trace,
-            task_traces=task_traces,
-            map_reduce_levels=self._summaries(task_traces),
+            map_reduce_levels=self._summaries(trace.task_traces),
             errors=(*trace.errors, *task_errors(self._survived)),
-        )
-
-    def _annotated(self, task_trace: TaskTrace) -> TaskTrace:
-        node = self._by_index.get(task_trace.task_index)
-        if node is None:
-            return task_trace
-        return dataclasses.replace(
-            task_trace, node_type=node.node_type, map_reduce_level=node.level
         )
 
     def _summaries(self, task_traces: Sequence[TaskTrace]) -> tuple[MapReduceLevelSummary, ...]:
@@ -178,7 +153,7 @@ class MapReduceExecutor:
             summaries.append(
                 MapReduceLevelSummary(
                     level=level,
-                    node_type=self._by_index[planned[0].index].node_type,
+                    node_type=_node_of(planned[0]).node_type,
                     task_count=len(planned),
                     failed_count=len(planned) - completed,
                     duration=duration,
@@ -187,19 +162,21 @@ class MapReduceExecutor:
         return tuple(summaries)
 
 
+def _node_of(task: PlannedTask) -> Node:
+    node = task.node
+    if node is None:
+        raise AssertionError(f"map-reduce task {task.index} was planned without its node")
+    return node
+
+
 class AdaptiveMapReduceExecutor(MapReduceExecutor):
     """Runs the map tasks, then plans each reduce level from the outputs of the level that
     settled, in the same running graph, until one final reduce reads them all."""
 
     def __init__(
-        self,
-        nodes: Mapping[Task[Any], Node],
-        strategy: ParallelErrorStrategy,
-        *,
-        levels: AdaptiveReduce,
-        planner: Planner,
+        self, strategy: ParallelErrorStrategy, *, levels: AdaptiveReduce, planner: Planner
     ) -> None:
-        super().__init__(nodes, strategy, workflow_label=ADAPTIVE)
+        super().__init__(strategy, workflow_label=ADAPTIVE)
         self._adaptive = levels
         self._planner = planner
         self._last_total: int | None = None
@@ -227,7 +204,8 @@ class AdaptiveMapReduceExecutor(MapReduceExecutor):
             return ()  # every task of the level failed: the graph raises their failures
         try:
             tasks, node_type = self._reduce_tasks(survivors, level + 1)
-            planned = await self._planner(tasks)
+            node = Node(node_type, level + 1)
+            planned = await self._planner(tasks, dict.fromkeys(tasks, node))
         except Exception as error:
             self._survived = {task.source: failure for task, failure in dag.failures}
             raise TaskExecutionError.of(
@@ -236,10 +214,6 @@ class AdaptiveMapReduceExecutor(MapReduceExecutor):
                 agent_role="",
                 completed_outputs=dag.run.outputs.completed(),
             ) from error
-        for task in tasks:
-            self._nodes[task] = Node(node_type, level + 1)
-        if node_type == FINAL_REDUCE:
-            self._final = tasks[0]
         self._place(planned)
         return planned
 
