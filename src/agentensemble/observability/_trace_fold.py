@@ -57,6 +57,8 @@ T = TypeVar("T")
 
 _WRITES = frozenset({"store", "evict", "clear"})
 """Memory operations that are not retrievals (not in `memory_retrieval_time`)."""
+_NO_TIME = timedelta(0)
+"""Every task's time not spent yet: one object, not four per task that thousands keep."""
 
 
 class Usage(NamedTuple):
@@ -76,6 +78,12 @@ def _appended(items: Sequence[T], item: T) -> list[T]:
         items.append(item)
         return items
     return [*items, item]
+
+
+def _plus(total: timedelta, more: timedelta) -> timedelta:
+    """`total` + `more`, without a new object when `total` is still zero (most tasks make
+    one model call: their latency is that call's own object)."""
+    return total + more if total else more
 
 
 class _Call:
@@ -111,17 +119,17 @@ class _Task:
     def __init__(self, start: TaskStartEvent) -> None:
         self.start = start
         self.prompts: PromptTrace | None = None
-        self.prompt_time = timedelta(0)
+        self.prompt_time = _NO_TIME
         self.calls: list[_Call] = []
         self.delegations: Sequence[DelegationTrace] = ()
         self.memory: Sequence[MemoryOperationTrace] = ()
         self.input_tokens = 0
         self.output_tokens = 0
         self.llm_calls = 0
-        self.llm_latency = timedelta(0)
+        self.llm_latency = _NO_TIME
         self.tool_calls = 0
-        self.tool_time = timedelta(0)
-        self.memory_time = timedelta(0)
+        self.tool_time = _NO_TIME
+        self.memory_time = _NO_TIME
 
     def metrics(self, cost: CostConfiguration | None) -> TaskMetrics:
         return TaskMetrics(
@@ -382,7 +390,7 @@ class TraceFold:
         task.calls[-1].completed = event
         task.input_tokens = add_known(task.input_tokens, event.input_tokens)
         task.output_tokens = add_known(task.output_tokens, event.output_tokens)
-        task.llm_latency += event.latency
+        task.llm_latency = _plus(task.llm_latency, event.latency)
         task.llm_calls += 1
         run = self._run_tokens
         run[0] = add_known(run[0], event.input_tokens)
@@ -395,7 +403,7 @@ class TraceFold:
             return
         if event.outcome != "SKIPPED_MAX_ITERATIONS":
             task.tool_calls += 1
-            task.tool_time += event.duration
+            task.tool_time = _plus(task.tool_time, event.duration)
         started_at = event.timestamp - event.duration
         call = task.calls[-1]
         call.tool_calls = _appended(
@@ -447,7 +455,7 @@ class TraceFold:
         if task is None:
             return
         if event.operation not in _WRITES:
-            task.memory_time += event.duration
+            task.memory_time = _plus(task.memory_time, event.duration)
         task.memory = _appended(
             task.memory,
             MemoryOperationTrace(
