@@ -78,6 +78,8 @@ def check_tools(tools: Sequence[object], *, owner: str) -> tuple[tuple[object, .
                     f"{owner} at index {index} reuses tool name '{name}'; tool names must be unique"
                 )
             by_name[name] = item
+    if not by_name:  # most tasks and agents: one shared empty set, not one each
+        return entries, NO_TOOLS
     return entries, ToolSet(tuple(t.spec for t in by_name.values()), by_name)
 
 
