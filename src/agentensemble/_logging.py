@@ -13,7 +13,7 @@ import logging
 from collections.abc import MutableMapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Protocol
 
 __all__ = [
     "LogContext",
@@ -37,26 +37,37 @@ logging.getLogger("agentensemble").addHandler(logging.NullHandler())
 # The library's records go where the application's logging sends them; without any
 # configuration, nothing is printed (not even through logging's last-resort handler).
 
-_Raw: TypeAlias = tuple[int, int, str, str]
-"""A task's index, total, description and role: made into a `LogContext` only when a record
-is logged (most tasks log nothing, and every task of every run sets one)."""
 
-_current: ContextVar[_Raw | None] = ContextVar("agentensemble_log_context", default=None)
+class LoggedTask(Protocol):
+    """What a task's log context is made of (a planned task): read only when a record is
+    logged, so a task that logs nothing (most do) costs no `LogContext`, not even a tuple."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def total(self) -> int: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+
+
+_current: ContextVar[LoggedTask | None] = ContextVar("agentensemble_log_context", default=None)
 _OUTSIDE = LogContext()
 
 
 def current_log_context() -> LogContext:
     """The log context of the task running now (empty strings outside a task)."""
-    raw = _current.get()
-    if raw is None:
+    task = _current.get()
+    if task is None:
         return _OUTSIDE
-    index, total, description, role = raw
-    return LogContext(f"{index}/{total}", description[:80], role)
+    return LogContext(f"{task.index}/{task.total}", task.description[:80], task.role)
 
 
-def task_log_context(index: int, total: int, description: str, role: str) -> _TaskLog:
-    """Set the log context for the duration of a task (``with``); always restored after."""
-    return _TaskLog((index, total, description, role))
+def task_log_context(task: LoggedTask) -> _TaskLog:
+    """Set `task` as the log context for the duration of a task (``with``); always restored
+    after."""
+    return _TaskLog(task)
 
 
 class _TaskLog:
@@ -65,7 +76,7 @@ class _TaskLog:
 
     __slots__ = ("_context", "_token")
 
-    def __init__(self, context: _Raw) -> None:
+    def __init__(self, context: LoggedTask) -> None:
         self._context = context
 
     def __enter__(self) -> None:

@@ -105,7 +105,7 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             return await _restore(task, recorder, slot.recorded)
         if slot is not None:
             steps = _steps_to_run(checkpoint, state, slot)
-    with task_log_context(planned.index, planned.total, planned.description, planned.role):
+    with task_log_context(planned):
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
         try:  # a task that started always ends: a cancel while listeners hear the start too
@@ -175,7 +175,7 @@ async def _restore(
     checkpoint = task.run.checkpoint
     if checkpoint is None:  # only a run with a checkpoint has recorded tasks
         raise AssertionError("restoring a task in a run without a checkpoint")
-    with task_log_context(planned.index, planned.total, planned.description, planned.role):
+    with task_log_context(planned):
         await recorder.task_started()
         event, output = recorder.restored(recorded, checkpoint.parsed(task, recorded))
         if task.run.budget is not None:
