@@ -23,21 +23,27 @@ class Deadlines:
 
     def __init__(self, parent: Deadlines | None = None) -> None:
         self.parent = parent
-        self._active: list[asyncio.Timeout] = []
-        self._left: dict[asyncio.Timeout, float] = {}  # while paused: the time each had left
+        # made at the first deadline or pause: every task has a `Deadlines`, few use it,
+        # and thousands of tasks may be waiting at once
+        self._active: list[asyncio.Timeout] | None = None
+        self._left: dict[asyncio.Timeout, float] | None = None  # while paused: time left
         self._paused = 0
 
     @contextmanager
     def registered(self, timeout: asyncio.Timeout) -> Iterator[None]:
         """Make `timeout` (entered, and exited after this block) suspendable."""
-        self._active.append(timeout)
+        if self._active is None:
+            self._active = []
+        active = self._active
+        active.append(timeout)
         if self._paused:
             self._suspend(timeout)
         try:
             yield
         finally:
-            self._active.remove(timeout)
-            self._left.pop(timeout, None)
+            active.remove(timeout)
+            if self._left is not None:
+                self._left.pop(timeout, None)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -58,22 +64,27 @@ class Deadlines:
     def _pause(self) -> None:
         self._paused += 1
         if self._paused == 1:
-            for timeout in self._active:
+            for timeout in self._active or ():
                 self._suspend(timeout)
 
     def _resume(self) -> None:
         self._paused -= 1
         if self._paused:
             return
+        left_of, active = self._left, self._active
+        if not left_of or active is None:
+            return
         now = asyncio.get_running_loop().time()
-        for timeout, left in self._left.items():
-            if timeout in self._active:
+        for timeout, left in left_of.items():
+            if timeout in active:
                 timeout.reschedule(now + left)
-        self._left.clear()
+        left_of.clear()
 
     def _suspend(self, timeout: asyncio.Timeout) -> None:
         when = timeout.when()
         if when is None or timeout.expired():
             return
+        if self._left is None:
+            self._left = {}
         self._left[timeout] = max(0.0, when - asyncio.get_running_loop().time())
         timeout.reschedule(None)
