@@ -323,6 +323,10 @@ def test_map_reduce_resumes_its_levels() -> None:
     output = make().run(resume="m")
     assert asked == ["map"] * 4 + ["reduce"] * 3
     assert output.raw == "summary"
+    assert output.trace is not None
+    restored = [task for task in output.trace.task_traces if task.restored]
+    assert len(restored) == 4  # the maps, restored with their place in the tree
+    assert {(task.node_type, task.map_reduce_level) for task in restored} == {("map", 0)}
 
 
 def test_concurrent_runs_on_one_file_lose_nothing(tmp_path: Path) -> None:

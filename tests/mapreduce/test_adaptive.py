@@ -356,6 +356,15 @@ def test_all_levels_are_one_run() -> None:
     assert {event.ensemble_id for event in events.events} == {output.trace.ensemble_id}
     starts = events.of(TaskStartEvent)
     assert sorted(event.task_index for event in starts) == list(range(1, 14))  # 8 + 4 + 1
+    # each level's tasks start with their node, as planned when the level before settled
+    assert {
+        event.task_description: (event.node_type, event.map_reduce_level) for event in starts
+    } == nodes_of(output.trace)
+    assert sorted({(event.node_type, event.map_reduce_level) for event in starts}) == [
+        ("final-reduce", 2),
+        ("map", 0),
+        ("reduce", 1),
+    ]
     assert len(output.task_outputs) == 13
     assert len(output.trace.task_traces) == 13
     assert output.metrics.total_llm_call_count == 0  # handlers: no model calls to sum
