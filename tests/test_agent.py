@@ -110,3 +110,10 @@ def test_is_immutable_and_copy_validates() -> None:
     assert (renamed.role, renamed.goal, agent.role) == ("Editor", "Write", "Writer")
     with pytest.raises(ValidationError, match="Agent max_iterations must be > 0, got: 0"):
         agent.copy(max_iterations=0)
+
+
+def test_agents_without_tools_share_one_empty_tool_set() -> None:
+    from agentensemble.tools._resolve import NO_TOOLS
+
+    # thousands of synthesised agents in one run: no empty dict and ToolSet each
+    assert Agent("A", "G", llm=ScriptedModel(["x"])).tool_set is NO_TOOLS

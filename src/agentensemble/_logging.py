@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "LogContext",
+    "LoggedTask",
     "TaskContextFilter",
     "current_log_context",
     "get_logger",

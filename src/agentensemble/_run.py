@@ -91,7 +91,7 @@ if TYPE_CHECKING:
     from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.phase import Phase
 
-__all__ = ["Compose", "RunPlan", "execute_run", "run_ensemble"]
+__all__ = ["Composition", "RunPlan", "execute_run", "run_ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
 
@@ -99,8 +99,14 @@ _AUTO_EXPORT_DIRECTORY = "traces"
 _ADDED_TASKS_WORKFLOW = Workflow.PARALLEL
 """Tasks added while a run runs join its running graph: checked and gated as PARALLEL."""
 
-Compose = Callable[[Planner], ComposedExecutor]
-"""Makes the executor of a composed run (`MapReduceEnsemble`) from the run's planner."""
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """How a composite (`MapReduceEnsemble`) shapes a run: the executor it makes from the
+    run's planner, and where the run's tasks sit in its map-reduce tree."""
+
+    executor: Callable[[Planner], ComposedExecutor]
+    nodes: Mapping[Task[Any], Node]
 
 
 def _delegation_settings(ensemble: Ensemble) -> tuple[str, ...]:
@@ -188,15 +194,13 @@ async def run_ensemble(
     inputs: Inputs | None,
     options: RunOptions | None,
     *,
-    compose: Compose | None = None,
-    nodes: Mapping[Task[Any], Node] | None = None,
+    compose: Composition | None = None,
     resume: str | None = None,
     decision: ReviewDecision | None = None,
 ) -> EnsembleOutput:
-    """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when `compose`
-    makes its executor, with `nodes` placing its tasks in a map-reduce tree); with `resume`,
-    continue that checkpointed run (a paused one with the `decision` on the review it waits
-    for)."""
+    """Validate, plan and execute one run of `ensemble` (a flat PARALLEL one, when a
+    composite shapes it); with `resume`, continue that checkpointed run (a paused one with
+    the `decision` on the review it waits for)."""
     options = _check_options(options)
     resume = _resume_of(resume, options)
     checkpoint = None
@@ -229,11 +233,11 @@ async def run_ensemble(
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         if run.deadline is None:
-            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose, nodes)
+            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
             return await execute_run(plan, _with_team(run, plan), exporter)
         try:
             async with asyncio.timeout_at(run.deadline) as planning:
-                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose, nodes)
+                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
         except TimeoutError:
             if not planning.expired():
                 raise
@@ -585,13 +589,13 @@ async def _plan(
     texts: Mapping[Task[Any], tuple[str, str]],
     run: RunContext,
     inputs: Mapping[str, str],
-    compose: Compose | None = None,
-    nodes: Mapping[Task[Any], Node] | None = None,
+    compose: Composition | None = None,
 ) -> RunPlan:
     """Plan every task of every phase before any task runs; the executor comes from the
     run's registered workflow, or from `compose` when a composite shapes the run."""
     synthesis = SynthesisLog()
     spec = workflow_spec(shape.workflow)
+    nodes = compose.nodes if compose is not None else None
     groups = await _plan_groups(ensemble, shape, texts, run, synthesis, nodes)
     planned = tuple(task for group in groups for task in group.tasks)
     team = _team(ensemble, spec, planned, run)
@@ -599,7 +603,7 @@ async def _plan(
     composed = None
     executor: WorkflowExecutor
     if compose is not None:
-        composed = executor = compose(
+        composed = executor = compose.executor(
             _RunPlanner(ensemble, run, inputs, synthesis, planned=planned, added=added)
         )
     else:
@@ -770,7 +774,7 @@ class _RunPlanner:
         self._filled_in_agents(tasks)
 
     async def __call__(
-        self, tasks: Sequence[Task[Any]], nodes: Mapping[Task[Any], Node] | None = None
+        self, tasks: Sequence[Task[Any]], *, nodes: Mapping[Task[Any], Node]
     ) -> tuple[PlannedTask, ...]:
         ensemble = self._ensemble
         validate_added(tasks, self._known, self._settings)

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentensemble._checks import as_tuple, require_int, require_text
 from agentensemble._inputs import Inputs
-from agentensemble._run import run_ensemble
+from agentensemble._run import Composition, run_ensemble
 from agentensemble._stream import DEFAULT_MAX_BUFFER, EventStream
 from agentensemble._sync import run_sync
 from agentensemble.agent import Agent
 from agentensemble.ensemble import Ensemble, EnsembleSettings
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import AgentEnsembleError, ValidationError, describe_error
+from agentensemble.execution._planning import Node
 from agentensemble.execution._templates import escape_template
 from agentensemble.options import RunOptions
 from agentensemble.task import Task
@@ -40,7 +41,6 @@ from agentensemble.workflows._map_reduce import (
     AdaptiveMapReduceExecutor,
     AdaptiveReduce,
     MapReduceExecutor,
-    Node,
 )
 from agentensemble.workflows._token_budget import TokenCounter
 
@@ -256,21 +256,14 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
                 self.to_ensemble(),
                 inputs,
                 options,
-                compose=static,
-                nodes=self._tree.nodes,
+                compose=Composition(static, self._tree.nodes),
                 resume=resume,
                 decision=decision,
             )
-        nodes, compose = self._adaptive_start()
-        inner = dataclasses.replace(self._template, tasks=list(nodes))
+        composition = self._adaptive_start()
+        inner = dataclasses.replace(self._template, tasks=list(composition.nodes))
         return await run_ensemble(
-            inner,
-            inputs,
-            options,
-            compose=compose,
-            nodes=nodes,
-            resume=resume,
-            decision=decision,
+            inner, inputs, options, compose=composition, resume=resume, decision=decision
         )
 
     def astream(
@@ -285,20 +278,19 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
             lambda run_options: self.arun(inputs, run_options), options, max_buffer=max_buffer
         )
 
-    def _adaptive_start(
-        self,
-    ) -> tuple[dict[Task[Any], Node], Callable[[Planner], MapReduceExecutor]]:
-        """The first tasks of an adaptive run, with their nodes (the direct task when the
-        items fit the budget, else the map tasks), and how to make its executor."""
+    def _adaptive_start(self) -> Composition:
+        """An adaptive run's first tasks, in run order, with their nodes (the direct task
+        when the items fit the budget, else the map tasks), and how to make its executor."""
         factories = self._factories
         budget = self._budget
         strategy = self._strategy
         if budget is None:
             raise AssertionError("not adaptive")
         if self.direct_task is not None and self._estimated_input_tokens() <= budget:
-            direct = {factories.direct(self.items): Node(DIRECT, 0)}
-            return direct, lambda _: MapReduceExecutor(strategy, workflow_label=ADAPTIVE)
-        mapped = dict.fromkeys(factories.map_all(self.items), Node(MAP, 0))
+            return Composition(
+                lambda _: MapReduceExecutor(strategy, workflow_label=ADAPTIVE),
+                {factories.direct(self.items): Node(DIRECT, 0)},
+            )
         levels = AdaptiveReduce(
             budget=budget,
             max_levels=_DEFAULT_MAX_REDUCE_LEVELS
@@ -307,8 +299,9 @@ class MapReduceEnsemble(EnsembleSettings, Generic[T]):
             counter=TokenCounter(self.token_estimator),
             reduce_task=factories.reduce,
         )
-        return mapped, lambda planner: AdaptiveMapReduceExecutor(
-            strategy, levels=levels, planner=planner
+        return Composition(
+            lambda planner: AdaptiveMapReduceExecutor(strategy, levels=levels, planner=planner),
+            dict.fromkeys(factories.map_all(self.items), Node(MAP, 0)),
         )
 
     def _estimated_input_tokens(self) -> int:

@@ -329,6 +329,42 @@ def test_map_reduce_resumes_its_levels() -> None:
     assert {(task.node_type, task.map_reduce_level) for task in restored} == {("map", 0)}
 
 
+def test_an_adaptive_map_reduce_resumes_with_each_task_in_its_place() -> None:
+    broken = {"on": True}
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        text = "\n".join(m.text for m in messages if isinstance(m, UserMessage))
+        if "Combine" in text and broken["on"]:
+            raise RuntimeError("provider down")
+        return "summary"
+
+    llm = FunctionModel(answer)
+
+    def make() -> MapReduceEnsemble[str]:
+        return MapReduceEnsemble(
+            items=["a", "b", "c", "d"],
+            map_task=lambda item: Task(f"Read {item}", "Notes", llm=llm),
+            reduce_task=lambda chunk: Task("Combine the notes", "Summary", llm=llm, context=chunk),
+            target_token_budget=100,
+            checkpoint=store,
+        )
+
+    store = CheckpointStore.in_memory()
+    with pytest.raises(Exception):  # noqa: B017, PT011  # whichever error the workflow raises
+        make().run(options=RunOptions(run_id="a"))
+    broken["on"] = False
+    output = make().run(resume="a")
+    assert output.trace is not None
+    places = {
+        (task.task_description, task.restored): (task.node_type, task.map_reduce_level)
+        for task in output.trace.task_traces
+    }
+    assert places == {
+        **{(f"Read {item}", True): ("map", 0) for item in "abcd"},
+        ("Combine the notes", False): ("final-reduce", 1),
+    }
+
+
 def test_concurrent_runs_on_one_file_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     model = Flaky()

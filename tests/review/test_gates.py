@@ -4,6 +4,7 @@ decision does, exits at every position, timeouts with each action."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -505,6 +506,24 @@ def test_the_time_a_reviewer_takes_does_not_count_against_the_task_timeout() -> 
                 assert after is not None
                 assert after >= before
         assert child is not None
+
+    asyncio.run(check())
+
+
+def test_a_deadline_registered_while_a_person_decides_starts_when_they_have() -> None:
+    from agentensemble.execution._deadlines import Deadlines
+
+    async def check() -> None:
+        deadlines = Deadlines()
+        with contextlib.ExitStack() as review:
+            review.enter_context(deadlines.paused())
+            async with asyncio.timeout(60) as limit:  # noqa: ASYNC100 (only its schedule is read)
+                with deadlines.registered(limit):
+                    assert limit.when() is None  # suspended as it is registered
+                    review.close()  # the decision came
+                    resumed = limit.when()
+                    assert resumed is not None
+                    assert resumed > asyncio.get_running_loop().time() + 59
 
     asyncio.run(check())
 

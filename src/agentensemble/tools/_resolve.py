@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agentensemble._checks import as_tuple
@@ -88,7 +88,9 @@ class ToolSet:
     """Tools resolved for one agent run: specs to offer and a lookup by name."""
 
     specs: tuple[ToolSpec, ...]
-    by_name: dict[str, Tool]
+    by_name: Mapping[str, Tool]
+    """Read only: one set may serve many agents and calls (`NO_TOOLS` serves all without;
+    a plain dict, not a read-only proxy, so that an agent still pickles)."""
 
     @classmethod
     def of(cls, *groups: Iterable[object]) -> ToolSet:
@@ -105,4 +107,5 @@ class ToolSet:
 
 
 NO_TOOLS = ToolSet((), {})
-"""The tools of a model call that offers none."""
+"""No tools: the set of every task and agent without any, and of a model call that offers
+none."""

@@ -59,7 +59,7 @@ class Planner(Protocol):
     templates resolved with the run's inputs, agents given)."""
 
     async def __call__(
-        self, tasks: Sequence[Task[Any]], nodes: Mapping[Task[Any], Node] | None = None
+        self, tasks: Sequence[Task[Any]], *, nodes: Mapping[Task[Any], Node]
     ) -> tuple[PlannedTask, ...]:
         """Check and plan `tasks` (placed in the map-reduce tree of `nodes`); they become
         part of the run."""

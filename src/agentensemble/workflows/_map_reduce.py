@@ -46,7 +46,6 @@ __all__ = [
     "AdaptiveMapReduceExecutor",
     "AdaptiveReduce",
     "MapReduceExecutor",
-    "Node",
 ]
 
 logger = get_logger("agentensemble.mapreduce")
@@ -205,7 +204,7 @@ class AdaptiveMapReduceExecutor(MapReduceExecutor):
         try:
             tasks, node_type = self._reduce_tasks(survivors, level + 1)
             node = Node(node_type, level + 1)
-            planned = await self._planner(tasks, dict.fromkeys(tasks, node))
+            planned = await self._planner(tasks, nodes=dict.fromkeys(tasks, node))
         except Exception as error:
             self._survived = {task.source: failure for task, failure in dag.failures}
             raise TaskExecutionError.of(
