@@ -117,3 +117,10 @@ def test_agents_without_tools_share_one_empty_tool_set() -> None:
 
     # thousands of synthesised agents in one run: no empty dict and ToolSet each
     assert Agent("A", "G", llm=ScriptedModel(["x"])).tool_set is NO_TOOLS
+
+
+def test_an_agent_without_tools_pickles_with_its_own_empty_tool_set() -> None:
+    import pickle
+
+    copied = pickle.loads(pickle.dumps(Agent("A", "G", llm=ScriptedModel(["x"]))))
+    assert (copied.role, copied.goal, copied.tool_set.specs) == ("A", "G", ())
