@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
@@ -51,6 +51,11 @@ from agentensemble.observability._trace import (
     ToolCallTrace,
 )
 
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from agentensemble.models import Message
+
 __all__ = ["TraceFold", "Usage"]
 
 T = TypeVar("T")
@@ -87,37 +92,57 @@ def _plus(total: timedelta, more: timedelta) -> timedelta:
 
 
 class _Call:
-    """One model call being assembled: its request, its answer, then its tool calls."""
+    """One model call being assembled: when it was sent (and its messages, when the trace
+    captures them), its answer, then its tool calls. It keeps what the trace needs, not the
+    start event: thousands of calls may be waiting at once."""
 
-    __slots__ = ("completed", "started", "tool_calls")
+    __slots__ = ("completed", "messages", "started_at", "tool_calls")
 
-    def __init__(self, started: LlmIterationStartedEvent | None) -> None:
-        self.started = started
+    def __init__(
+        self, started_at: datetime | None = None, messages: tuple[Message, ...] = ()
+    ) -> None:
+        self.started_at = started_at
+        self.messages = messages
         self.completed: LlmIterationCompletedEvent | None = None
         self.tool_calls: Sequence[ToolCallTrace] = ()
 
 
 class _Task:
-    """One task execution being assembled, with its running totals."""
+    """One task execution being assembled, with its running totals. It keeps the fields of
+    its start event that the trace needs, not the event: thousands may be running at once."""
 
     __slots__ = (
+        "agent_role",
         "calls",
         "delegations",
+        "description",
+        "expected_output",
+        "index",
         "input_tokens",
         "llm_calls",
         "llm_latency",
+        "map_reduce_level",
         "memory",
         "memory_time",
+        "name",
+        "node_type",
         "output_tokens",
         "prompt_time",
         "prompts",
-        "start",
+        "started_at",
         "tool_calls",
         "tool_time",
     )
 
     def __init__(self, start: TaskStartEvent) -> None:
-        self.start = start
+        self.index = start.task_index
+        self.agent_role = start.agent_role
+        self.description = start.task_description
+        self.expected_output = start.expected_output
+        self.started_at = start.timestamp
+        self.name = start.name
+        self.node_type = start.node_type
+        self.map_reduce_level = start.map_reduce_level
         self.prompts: PromptTrace | None = None
         self.prompt_time = _NO_TIME
         self.calls: list[_Call] = []
@@ -295,13 +320,12 @@ class TraceFold:
         if task is None:
             return
         if event.restored_trace is not None:
-            start = task.start
             restored = dataclasses.replace(
                 event.restored_trace,
-                task_index=start.task_index,
+                task_index=task.index,
                 restored=True,
-                node_type=start.node_type,
-                map_reduce_level=start.map_reduce_level,
+                node_type=task.node_type,
+                map_reduce_level=task.map_reduce_level,
             )
             self._done[event.task_id] = (restored, restored.metrics)
             self._count_restored(restored.metrics)
@@ -351,14 +375,13 @@ class TraceFold:
         final_output: str,
         parsed_output: Any = None,
     ) -> TaskTrace:
-        start = task.start
         return TaskTrace(
-            task_index=start.task_index,
-            agent_role=start.agent_role,
-            task_description=start.task_description,
-            expected_output=start.expected_output,
-            started_at=start.timestamp,
-            completed_at=start.timestamp + duration,
+            task_index=task.index,
+            agent_role=task.agent_role,
+            task_description=task.description,
+            expected_output=task.expected_output,
+            started_at=task.started_at,
+            completed_at=task.started_at + duration,
             duration=duration,
             prompts=task.prompts,
             llm_interactions=tuple(
@@ -369,9 +392,9 @@ class TraceFold:
             final_output=final_output,
             parsed_output=parsed_output,
             metrics=metrics,
-            name=start.name,
-            node_type=start.node_type,
-            map_reduce_level=start.map_reduce_level,
+            name=task.name,
+            node_type=task.node_type,
+            map_reduce_level=task.map_reduce_level,
         )
 
     # ---- model and tool calls --------------------------------------------------------------
@@ -379,14 +402,15 @@ class TraceFold:
     def _llm_started(self, event: LlmIterationStartedEvent) -> None:
         task = self._running.get(event.task_id)
         if task is not None:
-            task.calls.append(_Call(event))
+            captured = event.messages if self._capture is not CaptureMode.OFF else ()
+            task.calls.append(_Call(event.timestamp, captured))
 
     def _llm_completed(self, event: LlmIterationCompletedEvent) -> None:
         task = self._running.get(event.task_id)
         if task is None:
             return
         if not task.calls or task.calls[-1].completed is not None:
-            task.calls.append(_Call(None))
+            task.calls.append(_Call())
         task.calls[-1].completed = event
         task.input_tokens = add_known(task.input_tokens, event.input_tokens)
         task.output_tokens = add_known(task.output_tokens, event.output_tokens)
@@ -428,8 +452,7 @@ class TraceFold:
         completed = call.completed
         if completed is None:  # a call whose answer never came: not part of a completed task
             raise ValueError("a model call of a completed task has no answer")
-        started_at = call.started.timestamp if call.started else completed.timestamp
-        messages = call.started.messages if call.started else ()
+        started_at = call.started_at or completed.timestamp
         # a final answer's text is the task's final_output: one copy, not two; FULL keeps it
         # (the text of an answer that a structured-output retry replaced is only here)
         omit_text = (
@@ -445,7 +468,7 @@ class TraceFold:
             response_type=completed.response_type,
             response_text=None if omit_text else completed.response_text,
             tool_calls=_in_request_order(call.tool_calls, completed),
-            messages=capture_messages(messages) if self._capture is not CaptureMode.OFF else (),
+            messages=capture_messages(call.messages) if call.messages else (),
         )
 
     # ---- memory and delegation -------------------------------------------------------------
