@@ -423,20 +423,19 @@ def _in_transaction(
     `_all_or_each_alone`); a failed BEGIN or COMMIT fails them all. Inline (with the
     connection's `deadline`, switched off before the COMMIT or ROLLBACK), an error that
     `_gives_way` rolls the whole transaction back and raises `_GiveWay`."""
-    inline = deadline is not None
     try:
         connection.execute("BEGIN IMMEDIATE")
         outcomes = _all_or_each_alone(connection, jobs)
-        if inline and any(not ok and _gives_way(value) for _, ok, value in outcomes):
-            raise _GiveWay
         if deadline is not None:
+            if any(not ok and _gives_way(value) for _, ok, value in outcomes):
+                raise _GiveWay
             deadline.off()
         connection.execute("COMMIT")
     except BaseException as error:
         if deadline is not None:
             deadline.off()
         _roll_back(connection)
-        if inline and (isinstance(error, _GiveWay) or _gives_way(error)):
+        if deadline is not None and (isinstance(error, _GiveWay) or _gives_way(error)):
             raise _GiveWay from error
         if not isinstance(error, Exception):
             raise
