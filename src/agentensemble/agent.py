@@ -20,7 +20,7 @@ from agentensemble.models import (
 from agentensemble.models._settings import check_settings
 from agentensemble.tools._resolve import ToolSet, check_tools
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "synthesized_agent"]
 
 
 @dataclass(frozen=True, slots=True, init=False, eq=False)
@@ -101,20 +101,21 @@ class Agent(metaclass=KeywordHints):
         ):
             if value is not None and not isinstance(value, str):
                 raise ValidationError(f"Agent {field_name} must be a string, got: {value!r}")
-        set_ = object.__setattr__
-        set_(self, "role", role)
-        set_(self, "goal", goal)
-        set_(self, "background", background if background is not None else backstory)
-        set_(self, "tools", checked_tools)
-        set_(self, "llm", model)
-        set_(self, "allow_delegation", _require_bool(allow_delegation, "allow_delegation"))
-        set_(self, "verbose", _require_bool(verbose, "verbose"))
-        set_(self, "max_iterations", max_iterations)
-        set_(self, "response_format", response_format or "")
-        set_(self, "rate_limit", rate_limit)
-        set_(self, "model_settings", check_settings(model_settings, "Agent"))
-        set_(self, "tool_set", tool_set)
-        set_(self, "_system_prompt", None)
+        _assign(
+            self,
+            role=role,
+            goal=goal,
+            background=background if background is not None else backstory,
+            tools=checked_tools,
+            tool_set=tool_set,
+            llm=model,
+            allow_delegation=_require_bool(allow_delegation, "allow_delegation"),
+            verbose=_require_bool(verbose, "verbose"),
+            max_iterations=max_iterations,
+            response_format=response_format or "",
+            rate_limit=rate_limit,
+            model_settings=check_settings(model_settings, "Agent"),
+        )
 
     def __repr__(self) -> str:
         return f"Agent(role={self.role!r})"
@@ -125,6 +126,48 @@ class Agent(metaclass=KeywordHints):
         if "llm" not in changes and self.rate_limit and isinstance(llm, RateLimitedChatModel):
             changes["llm"] = llm.model  # renew the bucket this object made, not a shared one
         return dataclasses.replace(self, **changes)
+
+
+def synthesized_agent(
+    role: str,
+    goal: str,
+    background: str,
+    *,
+    llm: ChatModel,
+    tools: tuple[object, ...],
+    max_iterations: int,
+) -> Agent:
+    """The agent planning makes for a task without one, from values already checked (the
+    task's model, tools and iteration limit; a template persona's texts, the goal being the
+    task's resolved description): `Agent`'s checks are skipped, because a run of 10,000 such
+    tasks makes 10,000 agents. The tools are still resolved (an MCP server's tools are read
+    when the run starts)."""
+    checked_tools, tool_set = check_tools(tools, owner="Tool")
+    agent: Agent = object.__new__(Agent)
+    _assign(
+        agent,
+        role=role,
+        goal=goal,
+        background=background,
+        tools=checked_tools,
+        tool_set=tool_set,
+        llm=llm,
+        allow_delegation=False,
+        verbose=False,
+        max_iterations=max_iterations,
+        response_format="",
+        rate_limit=None,
+        model_settings=None,
+    )
+    return agent
+
+
+def _assign(agent: Agent, **fields: Any) -> None:
+    """Set a new agent's fields (frozen: through `object.__setattr__`)."""
+    set_ = object.__setattr__
+    for name, value in fields.items():
+        set_(agent, name, value)
+    set_(agent, "_system_prompt", None)
 
 
 def _rate_limited(model: ChatModel, limit: object) -> ChatModel:

@@ -12,6 +12,8 @@ from agentensemble import (
     Task,
     tool,
 )
+from agentensemble.agent import synthesized_agent
+from agentensemble.execution._prompts import build_system_prompt
 from agentensemble.execution._synthesis import template_persona
 from agentensemble.models import Message, SystemMessage, ToolSpec
 
@@ -55,6 +57,29 @@ def test_task_level_model_tools_and_limits_reach_the_synthesised_agent() -> None
     assert ensemble_llm.requests == []
     assert [spec.name for spec in task_llm.requests[0].tools] == ["search"]
     assert output.task_outputs[0].agent_role == "Researcher"
+
+
+def test_the_template_agent_is_the_agent_the_checked_constructor_makes() -> None:
+    # planning builds template agents without Agent's checks: same fields, same prompt
+    llm = FunctionModel(lambda messages, tools: "x")
+    persona = template_persona("Research bees")
+    built = synthesized_agent(
+        persona.role, persona.goal, persona.background, llm=llm, tools=(search,), max_iterations=4
+    )
+    checked = Agent(
+        persona.role,
+        persona.goal,
+        background=persona.background,
+        llm=llm,
+        tools=[search],
+        max_iterations=4,
+    )
+    fields = [name for name in Agent.__dataclass_fields__ if name != "tool_set"]
+    assert {name: getattr(built, name) for name in fields} == {
+        name: getattr(checked, name) for name in fields
+    }
+    assert dict(built.tool_set.by_name) == dict(checked.tool_set.by_name)
+    assert build_system_prompt(built) == build_system_prompt(checked)
 
 
 def test_an_explicit_agent_ignores_task_tools() -> None:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from agentensemble._frozen import direct_init
-from agentensemble.agent import Agent
+from agentensemble.agent import Agent, synthesized_agent
 from agentensemble.delegation._tools import DELEGATE
 from agentensemble.errors import PromptTemplateError, ValidationError
 from agentensemble.execution._agent_loop import run_agent_loop
@@ -33,7 +33,11 @@ from agentensemble.execution._structured_output import (
     parse_structured_output,
     structured_settings,
 )
-from agentensemble.execution._synthesis import AgentSynthesizer
+from agentensemble.execution._synthesis import (
+    AgentSynthesizer,
+    TemplateAgentSynthesizer,
+    template_persona,
+)
 from agentensemble.execution._templates import resolve_template, template_variables
 from agentensemble.models import (
     ChatModel,
@@ -352,6 +356,17 @@ async def _synthesize(
     llm = task.llm or ensemble_llm
     if llm is None:  # validation guarantees a model; kept for type narrowing
         raise AssertionError("validated task has no model")
+    max_iterations = task.max_iterations or 25
+    if type(synthesizer) is TemplateAgentSynthesizer:  # no model call to meter, no await
+        persona = template_persona(description)
+        return synthesized_agent(
+            persona.role,
+            persona.goal,
+            persona.background,
+            llm=llm,
+            tools=task.tools,
+            max_iterations=max_iterations,
+        )
     metered = _MeteredModel(llm, run.limiters.for_task(task), synthesis)
     persona = await synthesizer.synthesize(description, metered)
     return Agent(
@@ -360,7 +375,7 @@ async def _synthesize(
         background=persona.background,
         llm=llm,
         tools=task.tools,
-        max_iterations=task.max_iterations or 25,
+        max_iterations=max_iterations,
     )
 
 
