@@ -1,19 +1,21 @@
 """The agent loop: ask the model, run the tools it calls, repeat until it answers.
 
-Each step is a small function that returns the next step (or None when the loop is done):
-`ask_model` -> `handle_answer` -> `answer_tool_calls` -> `ask_model` ... -> `finish`. The
-mutable loop state sits in `AgentLoop`; what is reported (events, trace, metrics, logs) goes
-through the task's recorder. A model call always goes through one path: a stream of text
-deltas ending in the whole response; a model that cannot stream, or a run nobody listens
-to tokens of, gives a one-item stream.
+One plain loop (`_drive`): ask the model; if it called tools (and the agent has tools),
+answer the calls and ask again; else its text is the answer. The model is awaited in the
+loop's own frame: thousands of tasks may wait on their model at once, and each coroutine
+layer they wait in is memory and garbage-collector work. The mutable loop state sits in
+`AgentLoop`; what is reported (events, trace, metrics, logs) goes through the task's
+recorder. A call is streamed only when the model streams and a listener asks for tokens
+(its text deltas become token events); a rate-limited or timed call goes through
+`_call_model`; any other is awaited directly.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
 from agentensemble.execution._hooks import before_model_call
@@ -36,6 +38,7 @@ from agentensemble.tools._context import Delegator, Reviewer
 from agentensemble.tools._resolve import NO_TOOLS, ToolSet
 
 if TYPE_CHECKING:
+    from agentensemble.execution._budget import ModelCall
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
     from agentensemble.execution._steps import TaskState
@@ -79,13 +82,9 @@ class AgentLoop:
 
     @property
     def current(self) -> Turn:
-        if self.turn is None:  # ask_model always runs first
+        if self.turn is None:  # the loop asks the model first
             raise AssertionError("no model call yet")
         return self.turn
-
-
-LoopStep: TypeAlias = Callable[[AgentLoop], Awaitable["LoopStep | None"]]
-"""A step of the loop: does its work and returns the next step, or None when done."""
 
 
 def run_agent_loop(state: TaskState) -> Awaitable[None]:
@@ -112,12 +111,27 @@ async def ask_once(state: TaskState, messages: list[Message]) -> str:
 
 
 async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
-    """Run the loop's steps; its final answer becomes the task's raw output when
-    `answering` is the task's state."""
-    step: LoopStep | None = ask_model
+    """Ask the model and answer the tools it calls until it answers; its final answer
+    becomes the task's raw output when `answering` is the task's state."""
     try:
-        while step is not None:
-            step = await step(loop)
+        while True:
+            sent, settings, admitted = await _before_call(loop)
+            try:
+                started = time.perf_counter()
+                if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
+                    answer = await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
+                else:
+                    answer = await _call_model(loop, sent, settings)
+                seconds = time.perf_counter() - started
+                await _answered(
+                    loop, Turn(loop.recorder.llm_calls, sent, _checked(loop, answer), seconds)
+                )
+            finally:
+                if admitted is not None:
+                    admitted.settle()
+            if loop.response_type != "TOOL_CALLS":
+                break
+            await answer_calls(loop, loop.current.message.tool_calls)
     except (AgentExecutionError, MaxIterationsExceededError):
         raise
     except Exception as error:
@@ -126,8 +140,40 @@ async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
             agent_role=loop.role,
             task_description=loop.task.planned.description,
         ) from error
+    loop.answer = loop.current.message.text
     if answering is not None:
         answering.raw = answering.recorder.final_text(loop.answer)
+
+
+async def _before_call(
+    loop: AgentLoop,
+) -> tuple[tuple[Message, ...], ModelSettings | None, ModelCall | None]:
+    """The conversation to send (as the run's hooks changed it, for this call only) and its
+    settings, once the run's and the task's budgets admit the call (the admission, to settle
+    after it), announced."""
+    index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
+    run = loop.task.run
+    if run.hooks is not None and run.hooks.model:
+        sent, settings = await before_model_call(loop, index, sent)
+    admitted = None if run.budget is None else run.budget.model_call(loop.task)
+    if admitted is None:
+        await loop.recorder.model_call_started(index, sent)
+        return sent, settings, None
+    await admitted.admit()
+    try:
+        await loop.recorder.model_call_started(index, sent)
+    except BaseException:
+        admitted.settle()
+        raise
+    return sent, settings, admitted
+
+
+def _answered(loop: AgentLoop, turn: Turn) -> Awaitable[None]:
+    """Take the model's answer as the loop's latest turn, and record it."""
+    loop.turn = turn
+    loop.messages.append(turn.message)
+    loop.response_type = _response_type(loop, turn.message)
+    return loop.recorder.model_call_completed(turn, loop.response_type)
 
 
 def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> AgentLoop:
@@ -155,37 +201,6 @@ def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> Ag
     )
 
 
-async def ask_model(loop: AgentLoop) -> LoopStep:
-    """Send the conversation to the model (as the run's hooks changed it, for this call
-    only, and if the run's and the task's budgets allow it), announced, made and recorded
-    as the loop's latest turn. One coroutine: thousands may wait here at once."""
-    index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
-    run = loop.task.run
-    if run.hooks is not None and run.hooks.model:
-        sent, settings = await before_model_call(loop, index, sent)
-    admitted = None if run.budget is None else run.budget.model_call(loop.task)
-    if admitted is not None:
-        await admitted.admit()
-    try:
-        await loop.recorder.model_call_started(index, sent)
-        started = time.perf_counter()
-        if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
-            # the common call, awaited here: two coroutines less to keep alive while it waits
-            response = _checked(
-                loop, await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
-            )
-        else:
-            response = await _call_model(loop, sent, settings)
-        loop.turn = Turn(index, sent, response, time.perf_counter() - started)
-        loop.messages.append(response.message)
-        loop.response_type = _response_type(loop, response.message)
-        await loop.recorder.model_call_completed(loop.turn, loop.response_type)
-    finally:
-        if admitted is not None:
-            admitted.settle()
-    return handle_answer
-
-
 def _response_type(loop: AgentLoop, message: AssistantMessage) -> ResponseType:
     """Tool calls are answered when the agent has tools, or when they are all the model said
     (an agent without tools is then told so, and asked again); otherwise the text is the
@@ -195,25 +210,6 @@ def _response_type(loop: AgentLoop, message: AssistantMessage) -> ResponseType:
     if loop.tools or not (message.text or "").strip():
         return "TOOL_CALLS"
     return "FINAL_ANSWER"
-
-
-async def handle_answer(loop: AgentLoop) -> LoopStep:
-    """Tool calls lead to answering them (when the agent has tools); anything else ends
-    the loop."""
-    if loop.response_type == "TOOL_CALLS":
-        return answer_tool_calls
-    return finish
-
-
-async def answer_tool_calls(loop: AgentLoop) -> LoopStep:
-    """Run the requested tools, answer each call, then ask the model again."""
-    await answer_calls(loop, loop.current.message.tool_calls)
-    return ask_model
-
-
-async def finish(loop: AgentLoop) -> None:
-    """Take the final answer; the loop ends."""
-    loop.answer = loop.current.message.text
 
 
 async def _call_model(
