@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,8 +20,9 @@ __all__ = [
     "LoggedTask",
     "TaskContextFilter",
     "current_log_context",
+    "enter_task_log",
     "get_logger",
-    "task_log_context",
+    "leave_task_log",
 ]
 
 
@@ -65,26 +66,15 @@ def current_log_context() -> LogContext:
     return LogContext(f"{task.index}/{task.total}", task.description[:80], task.role)
 
 
-def task_log_context(task: LoggedTask) -> _TaskLog:
-    """Set `task` as the log context for the duration of a task (``with``); always restored
-    after."""
-    return _TaskLog(task)
+def enter_task_log(task: LoggedTask) -> Token[LoggedTask | None]:
+    """Make `task` the log context (until `leave_task_log` with the token returned): the
+    object that runs a task holds the token, so no context manager is made per task."""
+    return _current.set(task)
 
 
-class _TaskLog:
-    """The log context of one task, set while its ``with`` block runs (a plain class: it is
-    entered for every task of every run)."""
-
-    __slots__ = ("_context", "_token")
-
-    def __init__(self, context: LoggedTask) -> None:
-        self._context = context
-
-    def __enter__(self) -> None:
-        self._token = _current.set(self._context)
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
+def leave_task_log(token: Token[LoggedTask | None]) -> None:
+    """Restore the log context `enter_task_log` replaced."""
+    _current.reset(token)
 
 
 class TaskContextFilter(logging.Filter):

@@ -336,7 +336,7 @@ def _scope_step(scope: Mapping[str, Any]) -> TaskStep:
 
     async def add_scope(state: TaskState) -> None:
         text = format_value(dict(scope), state.task.run.context_format)
-        state.prompt_sections.append(PromptSection(PromptSlot.CONTEXT, f"## Scope\n{text}\n\n"))
+        state.add_prompt_section(PromptSection(PromptSlot.CONTEXT, f"## Scope\n{text}\n\n"))
 
     return add_scope
 

@@ -76,7 +76,7 @@ def revised(planned: PlannedTask, feedback: str, prior: str, attempt: int) -> Pl
     section = PromptSection(PromptSlot.REVISION, f"{text}\n\n")
 
     async def add_revision(state: TaskState) -> None:
-        state.prompt_sections.append(section)
+        state.add_prompt_section(section)
 
     steps: tuple[TaskStep, ...] = (add_revision, *planned.steps)
     return dataclasses.replace(planned, steps=steps)

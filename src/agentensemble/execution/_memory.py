@@ -75,7 +75,7 @@ async def recall_scopes(state: TaskState) -> None:
     for scope in planned.source.memory:
         entries = await store.retrieve(scope.name, planned.description, MEMORY_RESULTS)
         if entries:
-            state.prompt_sections.append(
+            state.add_prompt_section(
                 PromptSection(PromptSlot.MEMORY, _scope_section(scope.name, entries))
             )
 
@@ -107,7 +107,7 @@ async def recall_short_term(state: TaskState) -> None:
         for output in earlier
     )
     parts.append("\n\n")
-    state.prompt_sections.append(PromptSection(PromptSlot.CONTEXT, "".join(parts)))
+    state.add_prompt_section(PromptSection(PromptSlot.CONTEXT, "".join(parts)))
 
 
 async def recall_entities(state: TaskState) -> None:
@@ -123,7 +123,7 @@ async def recall_entities(state: TaskState) -> None:
     lines = ["## Entity Knowledge\n", "The following known facts may be relevant:\n\n"]
     lines.extend(f"- **{name}**: {fact}\n" for name, fact in facts.items())
     lines.append("\n")
-    state.prompt_sections.append(PromptSection(PromptSlot.ENTITY_KNOWLEDGE, "".join(lines)))
+    state.add_prompt_section(PromptSection(PromptSlot.ENTITY_KNOWLEDGE, "".join(lines)))
 
 
 def _task_text(state: TaskState) -> str:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentensemble._frozen import direct_init
-from agentensemble._logging import get_logger
+from agentensemble._logging import enter_task_log, get_logger, leave_task_log
 from agentensemble.execution._facts import CapabilityFacts, failure_reason
 from agentensemble.models import AssistantMessage, ChatResponse, Message, ToolCall, model_name_of
 from agentensemble.observability._events import (
@@ -66,7 +66,7 @@ class Turn:
 class TaskRecorder(CapabilityFacts):
     """Emits the events of one task execution."""
 
-    __slots__ = ("_started", "llm_calls", "model_name")
+    __slots__ = ("_log_token", "_started", "llm_calls", "model_name")
 
     def __init__(self, task: TaskContext) -> None:
         super().__init__(task)
@@ -74,6 +74,13 @@ class TaskRecorder(CapabilityFacts):
         self._started = time.perf_counter()
         self.model_name = model_name_of(planned.agent.llm) if planned.agent else ""
         self.llm_calls = 0
+
+    def __enter__(self) -> None:
+        """Records logged in the block carry the task's log context (``with recorder:``)."""
+        self._log_token = enter_task_log(self.task.planned)
+
+    def __exit__(self, *exc: object) -> None:
+        leave_task_log(self._log_token)
 
     # ---- lifecycle -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentensemble.execution._prompts import PromptSection, build_user_prompt, system_prompt
@@ -30,8 +30,10 @@ class TaskState:
 
     task: TaskContext
     recorder: TaskRecorder
-    prompt_sections: list[PromptSection] = field(default_factory=list)
-    """Sections capabilities add to the user prompt (memory, review feedback...)."""
+    prompt_sections: tuple[PromptSection, ...] = ()
+    """Sections capabilities added to the user prompt (memory, review feedback...), with
+    `add_prompt_section` (a tuple: most tasks add none, and an empty list per running task
+    is one more object for the garbage collector to walk)."""
     prompts: PromptTrace | None = None
     raw: str = ""
     """The answer text (the agent's final answer, or the handler's output)."""
@@ -43,6 +45,10 @@ class TaskState:
     late_failure: Exception | None = None
     """Set by a step that failed once the output was final (storing it in memory): the task
     completes, its output is kept, then the failure is raised."""
+
+    def add_prompt_section(self, section: PromptSection) -> None:
+        """Add a section to the user prompt (a step that runs before `build_prompts`)."""
+        self.prompt_sections = (*self.prompt_sections, section)
 
 
 TaskStep: TypeAlias = Callable[[TaskState], Awaitable[None]]

@@ -72,7 +72,7 @@ def correction_message(error: str, answer: str, spec: OutputSpec, task: str = ""
 
 async def add_output_format(state: TaskState) -> None:
     """The prompt step's ``## Output Format`` section."""
-    state.prompt_sections.append(output_format_section(_spec(state)))
+    state.add_prompt_section(output_format_section(_spec(state)))
 
 
 async def parse_structured_output(state: TaskState) -> None:

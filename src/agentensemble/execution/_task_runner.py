@@ -6,7 +6,6 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
-from agentensemble._logging import task_log_context
 from agentensemble.errors import (
     AgentExecutionError,
     CheckpointError,
@@ -105,7 +104,7 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             return await _restore(task, recorder, slot.recorded)
         if slot is not None:
             steps = _steps_to_run(checkpoint, state, slot)
-    with task_log_context(planned):
+    with recorder:  # records logged during the task carry its log context
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
         try:  # a task that started always ends: a cancel while listeners hear the start too
@@ -171,11 +170,10 @@ async def _restore(
 ) -> TaskOutput[Any]:
     """A task a resumed run completed before: its start, then its recorded completion,
     without running it (nor its review gates) again."""
-    planned = task.planned
     checkpoint = task.run.checkpoint
     if checkpoint is None:  # only a run with a checkpoint has recorded tasks
         raise AssertionError("restoring a task in a run without a checkpoint")
-    with task_log_context(planned):
+    with recorder:
         await recorder.task_started()
         event, output = recorder.restored(recorded, checkpoint.parsed(task, recorded))
         if task.run.budget is not None:

@@ -128,10 +128,11 @@ class _Task:
         "node_type",
         "output_tokens",
         "prompt_time",
-        "prompts",
         "started_at",
+        "system_prompt",
         "tool_calls",
         "tool_time",
+        "user_prompt",
     )
 
     def __init__(self, start: TaskStartEvent) -> None:
@@ -143,7 +144,10 @@ class _Task:
         self.name = start.name
         self.node_type = start.node_type
         self.map_reduce_level = start.map_reduce_level
-        self.prompts: PromptTrace | None = None
+        # the prompt texts, not a PromptTrace, until the trace is made: one object less
+        # per running task for the garbage collector to walk
+        self.system_prompt: str | None = None
+        self.user_prompt = ""
         self.prompt_time = _NO_TIME
         self.calls: list[_Call] = []
         self.delegations: Sequence[DelegationTrace] = ()
@@ -312,7 +316,7 @@ class TraceFold:
     def _task_input(self, event: TaskInputEvent) -> None:
         task = self._running.get(event.task_id)
         if task is not None:
-            task.prompts = PromptTrace(system=event.system_prompt, user=event.user_prompt)
+            task.system_prompt, task.user_prompt = event.system_prompt, event.user_prompt
             task.prompt_time = event.prompt_build_time
 
     def _task_completed(self, event: TaskCompleteEvent) -> None:
@@ -383,7 +387,9 @@ class TraceFold:
             started_at=task.started_at,
             completed_at=task.started_at + duration,
             duration=duration,
-            prompts=task.prompts,
+            prompts=None
+            if task.system_prompt is None
+            else PromptTrace(system=task.system_prompt, user=task.user_prompt),
             llm_interactions=tuple(
                 [self._interaction(call) for call in task.calls if call.completed is not None]
             ),
