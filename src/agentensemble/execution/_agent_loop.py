@@ -58,7 +58,8 @@ class AgentLoop:
     settings: ModelSettings | None
     limiter: RateLimiter | None
     max_iterations: int
-    messages: list[Message]
+    messages: tuple[Message, ...]
+    """The conversation so far (a tuple, sent as it is: no copy per call)."""
     tool_calls_made: int = 0
     """Tool calls admitted (counted against `max_iterations`)."""
     stop_count: int = 0
@@ -75,6 +76,10 @@ class AgentLoop:
     """What `ToolContext.request_approval` calls, when the ensemble has a review handler."""
     memory_store: MemoryStore | None = None
     """`ToolContext.memory_store`, when the ensemble has a memory store."""
+
+    def add_message(self, message: Message) -> None:
+        """Add a message to the conversation."""
+        self.messages = (*self.messages, message)
 
     @property
     def role(self) -> str:
@@ -95,14 +100,13 @@ def run_agent_loop(state: TaskState) -> Awaitable[None]:
     the model is told about them and carries on. (A plain function returning the loop's
     coroutine: thousands of tasks may wait in it at once, each coroutine frame kept alive.)
     """
-    prompts = state.prompts
-    if prompts is None:  # the prompt step ran first
+    if state.user_prompt is None:  # the prompt step ran first
         raise AssertionError("agent loop without prompts")
-    messages: list[Message] = [SystemMessage(prompts.system), UserMessage(prompts.user)]
+    messages = (SystemMessage(state.system_prompt), UserMessage(state.user_prompt))
     return _drive(_start(state, messages, with_tools=True), answering=state)
 
 
-async def ask_once(state: TaskState, messages: list[Message]) -> str:
+async def ask_once(state: TaskState, messages: tuple[Message, ...]) -> str:
     """One more model call for the task, without tools (a structured-output correction,
     say): rate-limited, timed, streamed and recorded like every call of the loop."""
     loop = _start(state, messages, with_tools=False)
@@ -151,7 +155,7 @@ async def _before_call(
     """The conversation to send (as the run's hooks changed it, for this call only) and its
     settings, once the run's and the task's budgets admit the call (the admission, to settle
     after it), announced."""
-    index, sent, settings = loop.recorder.llm_calls, tuple(loop.messages), loop.settings
+    index, sent, settings = loop.recorder.llm_calls, loop.messages, loop.settings
     run = loop.task.run
     if run.hooks is not None and run.hooks.model:
         sent, settings = await before_model_call(loop, index, sent)
@@ -171,12 +175,12 @@ async def _before_call(
 def _answered(loop: AgentLoop, turn: Turn) -> Awaitable[None]:
     """Take the model's answer as the loop's latest turn, and record it."""
     loop.turn = turn
-    loop.messages.append(turn.message)
+    loop.add_message(turn.message)
     loop.response_type = _response_type(loop, turn.message)
     return loop.recorder.model_call_completed(turn, loop.response_type)
 
 
-def _start(state: TaskState, messages: list[Message], *, with_tools: bool) -> AgentLoop:
+def _start(state: TaskState, messages: tuple[Message, ...], *, with_tools: bool) -> AgentLoop:
     task, planned = state.task, state.task.planned
     if planned.agent is None:  # planning gives every agent-path task an agent
         raise AssertionError("agent loop without an agent")

@@ -303,9 +303,20 @@ class TaskContext:
     """The delegating task's id, for a delegated task."""
     depth: int = 0
     """0 for a task of the ensemble, +1 per delegation."""
-    deadlines: Deadlines = field(default_factory=Deadlines)
-    """The task's deadlines that stop while a person decides (a delegated worker's chain to
-    its caller's)."""
+    caller_deadlines: Deadlines | None = None
+    """A delegated worker's caller's deadlines, which its own chain to."""
+    _deadlines: Deadlines | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The task's deadlines that stop while a person decides (a delegated worker's chain
+        to its caller's). Made when first used: few tasks have any, and thousands may be
+        running at once."""
+        made = self._deadlines
+        if made is None:
+            made = Deadlines(self.caller_deadlines)
+            object.__setattr__(self, "_deadlines", made)
+        return made
 
     def tool_context(
         self,

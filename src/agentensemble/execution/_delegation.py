@@ -34,7 +34,6 @@ from agentensemble.delegation import (
 from agentensemble.delegation._constraints import ConstraintEnforcer, canonical_role
 from agentensemble.errors import ToolConfigurationError, describe_error
 from agentensemble.execution._context import TaskContext
-from agentensemble.execution._deadlines import Deadlines
 from agentensemble.execution._planning import DelegationMode, PlannedTask, plan_worker
 from agentensemble.execution._prompts import PromptSection, PromptSlot
 from agentensemble.execution._steps import TaskState, TaskStep
@@ -292,7 +291,7 @@ class _Attempt:
             task_id=self.delegation_id,
             parent_task_id=caller.task_id,
             depth=caller.depth + 1,
-            deadlines=Deadlines(caller.deadlines),
+            caller_deadlines=caller.deadlines,
         )
         await self.recorder.delegation_started(
             self.delegation_id, request, worker.agent.role, task.depth, self.tool_call_id

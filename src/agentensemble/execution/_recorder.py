@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from agentensemble.execution._context import TaskContext
-    from agentensemble.observability._trace import PromptTrace
     from agentensemble.tools import ToolResult
 
 __all__ = ["ResponseType", "TaskRecorder", "Turn", "failure_reason"]
@@ -170,7 +169,7 @@ class TaskRecorder(CapabilityFacts):
     # ---- the agent loop --------------------------------------------------------------------
 
     def prompts_ready(
-        self, prompts: PromptTrace, seconds: float, tools: tuple[str, ...]
+        self, system: str, user: str, seconds: float, tools: tuple[str, ...]
     ) -> Awaitable[None]:
         agent, events = self.task.planned.agent, self.events
         return events.emit(
@@ -182,8 +181,8 @@ class TaskRecorder(CapabilityFacts):
                 agent_goal=agent.goal if agent else "",
                 agent_background=agent.background if agent else None,
                 tool_names=tools,
-                system_prompt=prompts.system,
-                user_prompt=prompts.user,
+                system_prompt=system,
+                user_prompt=user,
                 prompt_build_time=timedelta(seconds=seconds),
             )
         )

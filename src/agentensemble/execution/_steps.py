@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentensemble.execution._prompts import PromptSection, build_user_prompt, system_prompt
-from agentensemble.observability._trace import PromptTrace
 
 if TYPE_CHECKING:
     from agentensemble._control import ControlFlowSignal
@@ -34,7 +33,11 @@ class TaskState:
     """Sections capabilities added to the user prompt (memory, review feedback...), with
     `add_prompt_section` (a tuple: most tasks add none, and an empty list per running task
     is one more object for the garbage collector to walk)."""
-    prompts: PromptTrace | None = None
+    system_prompt: str = ""
+    """The system prompt (set by the prompt step)."""
+    user_prompt: str | None = None
+    """The user prompt (None until the prompt step ran). The two texts, not a
+    `PromptTrace`: one object less per running task."""
     raw: str = ""
     """The answer text (the agent's final answer, or the handler's output)."""
     parsed: Any = None
@@ -61,16 +64,15 @@ async def build_prompts(state: TaskState) -> None:
     task, planned = state.task, state.task.planned
     if planned.agent is None:  # planning gives every agent-path task an agent
         raise AssertionError("prompt step on a task without an agent")
-    prompts = PromptTrace(
-        system=system_prompt(planned.agent),
-        user=build_user_prompt(
-            planned.description,
-            planned.expected_output,
-            task.context_outputs,
-            state.prompt_sections,
-            context_format=task.run.context_format,
-        ),
+    state.system_prompt = system_prompt(planned.agent)
+    state.user_prompt = build_user_prompt(
+        planned.description,
+        planned.expected_output,
+        task.context_outputs,
+        state.prompt_sections,
+        context_format=task.run.context_format,
     )
-    state.prompts = prompts
     tool_names = tuple(spec.name for spec in planned.tools.specs) if planned.tools else ()
-    await state.recorder.prompts_ready(prompts, time.perf_counter() - started, tool_names)
+    await state.recorder.prompts_ready(
+        state.system_prompt, state.user_prompt, time.perf_counter() - started, tool_names
+    )

@@ -136,10 +136,10 @@ def _spec(state: TaskState) -> OutputSpec:
     return spec
 
 
-def _correction(state: TaskState, error: str, answer: str, spec: OutputSpec) -> list[Message]:
-    system = state.prompts.system if state.prompts is not None else ""
+def _correction(state: TaskState, error: str, answer: str, spec: OutputSpec) -> tuple[Message, ...]:
+    system = state.system_prompt
     task = state.task.planned.description
-    return [SystemMessage(system), UserMessage(correction_message(error, answer, spec, task))]
+    return (SystemMessage(system), UserMessage(correction_message(error, answer, spec, task)))
 
 
 def _log_failure(state: TaskState, attempt: int, attempts: int, error: str) -> None:

@@ -60,7 +60,7 @@ async def answer_calls(loop: AgentLoop, calls: Sequence[ToolCall]) -> None:
         else:
             text = STOP_MESSAGE.format(max=loop.max_iterations)
             await loop.recorder.tool_call_skipped(call, text)
-        loop.messages.append(ToolResultMessage(call.id, call.name, text))
+        loop.add_message(ToolResultMessage(call.id, call.name, text))
 
 
 def _admit_all(
