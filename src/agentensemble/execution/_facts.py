@@ -50,13 +50,13 @@ class CapabilityFacts:
         self.events = task.run.events
         planned = task.planned
         self.role = planned.role
-        self._ids = TaskIds(
-            ensemble_id=task.run.run_id,
-            task_id=task.task_id,
-            parent_task_id=task.parent_task_id,
-            task_index=planned.index,
-            task_description=planned.description,
-            agent_role=self.role,
+        self._ids: TaskIds = (
+            task.run.run_id,
+            task.task_id,
+            task.parent_task_id,
+            planned.index,
+            planned.description,
+            self.role,
         )
 
     def _emit(
@@ -207,9 +207,8 @@ class CapabilityFacts:
 
     def _review_ids(self, request: ReviewRequest) -> TaskIds:
         """A review's task: the one under review (a gate before a task, say)."""
-        return self._ids._replace(
-            task_id=request.task_id, task_description=request.task_description
-        )
+        run_id, _, parent_task_id, index, _, role = self._ids
+        return (run_id, request.task_id, parent_task_id, index, request.task_description, role)
 
 
 def review_request_fields(request: ReviewRequest) -> dict[str, Any]:

@@ -126,11 +126,17 @@ class TaskRecorder(CapabilityFacts):
         """The completion a resumed run restores from its checkpoint (`recorded`, with the
         trace of the run that made it): this execution's event, folded like `completed`."""
         task = self.task
+        run_id, task_id, parent_task_id, index, description, role = self._ids
         event = dataclasses.replace(
             recorded,
             seq=self.events.next_seq(),
             total_tasks=task.planned.total,
-            **self._ids._asdict(),
+            ensemble_id=run_id,
+            task_id=task_id,
+            parent_task_id=parent_task_id,
+            task_index=index,
+            task_description=description,
+            agent_role=role,
         )
         return event, self._folded(event, parsed)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from agentensemble._frozen import direct_init, direct_maker
 from agentensemble.models import Message, ToolCall
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # named only in annotations: `event_adapter` resolves them wh
     )
 
 __all__ = [
+    "TASK_ID_FIELDS",
     "DelegationCompletedEvent",
     "DelegationFailedEvent",
     "DelegationStartedEvent",
@@ -172,15 +173,19 @@ class TaskEvent(EventBase):
     agent_role: str = ""
 
 
-class TaskIds(NamedTuple):
-    """The ids every event of one task execution carries (`TaskEvent`'s fields)."""
+TaskIds: TypeAlias = tuple[str, str, str | None, int, str, str]
+"""The ids every event of one task execution carries (`TaskEvent`'s fields, in
+`TASK_ID_FIELDS` order). A plain tuple, not a named one: the garbage collector stops
+walking a plain tuple of strings and numbers, and every running task holds one."""
 
-    ensemble_id: str
-    task_id: str
-    parent_task_id: str | None
-    task_index: int
-    task_description: str
-    agent_role: str
+TASK_ID_FIELDS = (
+    "ensemble_id",
+    "task_id",
+    "parent_task_id",
+    "task_index",
+    "task_description",
+    "agent_role",
+)
 
 
 AnyTaskEvent = TypeVar("AnyTaskEvent", bound=TaskEvent)
@@ -193,7 +198,7 @@ def task_event_maker(kind: type[AnyTaskEvent]) -> Callable[..., AnyTaskEvent]:
     events, and building each is a good part of the engine's cost per task)."""
     maker: Callable[..., AnyTaskEvent] | None = vars(kind).get("_task_event_maker")
     if maker is None:
-        maker = direct_maker(kind, TaskIds._fields, ("seq", "timestamp"))
+        maker = direct_maker(kind, TASK_ID_FIELDS, ("seq", "timestamp"))
         setattr(kind, "_task_event_maker", maker)  # noqa: B010  (a class attribute, not a field)
     return maker
 
