@@ -92,18 +92,20 @@ def _plus(total: timedelta, more: timedelta) -> timedelta:
 
 
 class _Call:
-    """One model call being assembled: when it was sent (and its messages, when the trace
-    captures them), its answer, then its tool calls. It keeps what the trace needs, not the
-    start event: thousands of calls may be waiting at once."""
+    """One model call of a task, once answered: when it was sent (and its messages, when
+    the trace captures them), its answer, then its tool calls."""
 
     __slots__ = ("completed", "messages", "started_at", "tool_calls")
 
     def __init__(
-        self, started_at: datetime | None = None, messages: tuple[Message, ...] = ()
+        self,
+        started_at: datetime | None,
+        messages: tuple[Message, ...],
+        completed: LlmIterationCompletedEvent,
     ) -> None:
         self.started_at = started_at
         self.messages = messages
-        self.completed: LlmIterationCompletedEvent | None = None
+        self.completed = completed
         self.tool_calls: Sequence[ToolCallTrace] = ()
 
 
@@ -113,6 +115,8 @@ class _Task:
 
     __slots__ = (
         "agent_role",
+        "call_messages",
+        "call_started_at",
         "calls",
         "delegations",
         "description",
@@ -149,7 +153,11 @@ class _Task:
         self.system_prompt: str | None = None
         self.user_prompt = ""
         self.prompt_time = _NO_TIME
-        self.calls: list[_Call] = []
+        self.calls: tuple[_Call, ...] = ()
+        # the call in flight: when it was sent and its messages (when the trace captures
+        # them), not a _Call until it is answered: thousands of tasks may be waiting on one
+        self.call_started_at: datetime | None = None
+        self.call_messages: tuple[Message, ...] = ()
         self.delegations: Sequence[DelegationTrace] = ()
         self.memory: Sequence[MemoryOperationTrace] = ()
         self.input_tokens = 0
@@ -390,9 +398,7 @@ class TraceFold:
             prompts=None
             if task.system_prompt is None
             else PromptTrace(system=task.system_prompt, user=task.user_prompt),
-            llm_interactions=tuple(
-                [self._interaction(call) for call in task.calls if call.completed is not None]
-            ),
+            llm_interactions=tuple([self._interaction(call) for call in task.calls]),
             delegations=tuple(task.delegations),
             memory_operations=tuple(task.memory),
             final_output=final_output,
@@ -408,16 +414,15 @@ class TraceFold:
     def _llm_started(self, event: LlmIterationStartedEvent) -> None:
         task = self._running.get(event.task_id)
         if task is not None:
-            captured = event.messages if self._capture is not CaptureMode.OFF else ()
-            task.calls.append(_Call(event.timestamp, captured))
+            task.call_started_at = event.timestamp
+            task.call_messages = event.messages if self._capture is not CaptureMode.OFF else ()
 
     def _llm_completed(self, event: LlmIterationCompletedEvent) -> None:
         task = self._running.get(event.task_id)
         if task is None:
             return
-        if not task.calls or task.calls[-1].completed is not None:
-            task.calls.append(_Call())
-        task.calls[-1].completed = event
+        task.calls = (*task.calls, _Call(task.call_started_at, task.call_messages, event))
+        task.call_started_at, task.call_messages = None, ()
         task.input_tokens = add_known(task.input_tokens, event.input_tokens)
         task.output_tokens = add_known(task.output_tokens, event.output_tokens)
         task.llm_latency = _plus(task.llm_latency, event.latency)
@@ -456,8 +461,6 @@ class TraceFold:
 
     def _interaction(self, call: _Call) -> LlmInteraction:
         completed = call.completed
-        if completed is None:  # a call whose answer never came: not part of a completed task
-            raise ValueError("a model call of a completed task has no answer")
         started_at = call.started_at or completed.timestamp
         # a final answer's text is the task's final_output: one copy, not two; FULL keeps it
         # (the text of an answer that a structured-output retry replaced is only here)
