@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # named only in annotations: `event_adapter` resolves them wh
     )
 
 __all__ = [
-    "TASK_ID_FIELDS",
     "DelegationCompletedEvent",
     "DelegationFailedEvent",
     "DelegationStartedEvent",
