@@ -20,7 +20,7 @@ from agentensemble.models import (
 from agentensemble.models._settings import check_settings
 from agentensemble.tools._resolve import ToolSet, check_tools
 
-__all__ = ["Agent", "synthesized_agent"]
+__all__ = ["Agent"]
 
 
 @dataclass(frozen=True, slots=True, init=False, eq=False)
@@ -137,7 +137,8 @@ def synthesized_agent(
     tools: tuple[object, ...],
     max_iterations: int,
 ) -> Agent:
-    """The agent planning makes for a task without one, from values already checked (the
+    """The engine's own: the agent planning makes for a task without one, from values
+    already checked (the
     task's model, tools and iteration limit; a template persona's texts, the goal being the
     task's resolved description): `Agent`'s checks are skipped, because a run of 10,000 such
     tasks makes 10,000 agents. The tools are still resolved (an MCP server's tools are read

@@ -60,6 +60,8 @@ from agentensemble.observability import (
     EnsembleStartedEvent,
     Event,
     ExecutionTrace,
+    LlmIterationCompletedEvent,
+    LlmIterationStartedEvent,
     TaskCompleteEvent,
     TokenEvent,
     ToolCallEvent,
@@ -837,3 +839,24 @@ async def test_a_listener_that_changes_an_events_data_leaves_the_trace_as_it_was
     trace = output.trace.task_traces[0]
     assert trace.parsed_output == {"title": "Q3", "score": 8, "tags": ["a", "b"]}
     assert trace.llm_interactions[0].tool_calls[0].structured_output == {"rows": ["q3", "q3"]}
+
+
+async def test_a_model_call_without_its_start_event_folds_from_its_answer() -> None:
+    # a log that lost its llm_iteration_started events: each call starts when it answered,
+    # and a tool call still belongs to the model call that asked for it
+    collect = Collect()
+    model = ScriptedModel([tool_call("lookup", key="a"), "found"])
+    agent = Agent("Clerk", "Look up", llm=model, tools=[lookup])
+    await Ensemble(tasks=[Task("Find a", agent=agent)], listeners=[collect]).arun()
+    answers = [e for e in collect.events if isinstance(e, LlmIterationCompletedEvent)]
+
+    trace = ExecutionTrace.from_events(
+        [e for e in collect.events if not isinstance(e, LlmIterationStartedEvent)]
+    )
+
+    (task,) = trace.task_traces
+    assert [call.started_at for call in task.llm_interactions] == [
+        answer.timestamp for answer in answers
+    ]
+    assert [len(call.tool_calls) for call in task.llm_interactions] == [1, 0]
+    assert task.llm_interactions[0].tool_calls[0].tool_name == "lookup"

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentensemble import (
+    Agent,
     Ensemble,
     ExitReason,
     OutputParsingError,
@@ -23,10 +24,14 @@ from agentensemble import (
     ReviewPolicy,
     ReviewRequest,
     ReviewTiming,
+    ScriptedModel,
     Task,
     TaskExecutionError,
+    ToolContext,
     ValidationError,
     Workflow,
+    tool,
+    tool_call,
 )
 from agentensemble.errors import ReviewTimeoutError
 from agentensemble.observability import (
@@ -601,6 +606,37 @@ def test_waiting_for_another_review_does_not_count_against_the_task_timeout() ->
     assert len(output.task_outputs) == 2
 
 
+def test_a_review_inside_a_delegated_worker_does_not_count_against_its_callers_timeout() -> None:
+    from agentensemble.review import ReviewHandler
+
+    @tool
+    async def guarded(context: ToolContext) -> str:
+        """Ask a person before acting."""
+        await context.request_approval("May I?")
+        return "acted"
+
+    worker = Agent(
+        "Worker",
+        "Act",
+        llm=ScriptedModel([tool_call("guarded"), "worker done"]),
+        tools=[guarded],
+    )
+    caller = Agent(
+        "Lead",
+        "Lead",
+        llm=ScriptedModel(
+            [tool_call("delegate", agent_role="Worker", task_description="Act"), "lead done"]
+        ),
+        allow_delegation=True,
+    )
+    output = Ensemble(
+        tasks=[Task("Lead the work", agent=caller, timeout=0.05)],  # the worker's review is slower
+        agents=[caller, worker],
+        review_handler=ReviewHandler.auto_approve_with_delay(0.2),
+    ).run()
+    assert output.raw == "lead done"
+
+
 async def test_a_review_timeout_starts_once_the_review_has_its_turn() -> None:
     first_review_began = asyncio.Event()
 
@@ -698,7 +734,6 @@ def test_a_blocked_sync_handler_holds_no_thread_of_the_run() -> None:
 
 
 def test_a_review_that_ends_without_a_decision_still_ends_on_the_wire() -> None:
-    from agentensemble import Agent, ScriptedModel, ToolContext, tool, tool_call
 
     @tool(timeout=0.02)
     async def impatient(context: ToolContext) -> str:

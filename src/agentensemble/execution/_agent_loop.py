@@ -5,9 +5,9 @@ answer the calls and ask again; else its text is the answer. The model is awaite
 loop's own frame: thousands of tasks may wait on their model at once, and each coroutine
 layer they wait in is memory and garbage-collector work. The mutable loop state sits in
 `AgentLoop`; what is reported (events, trace, metrics, logs) goes through the task's
-recorder. A call is streamed only when the model streams and a listener asks for tokens
-(its text deltas become token events); a rate-limited or timed call goes through
-`_call_model`; any other is awaited directly.
+recorder. A streamed, rate-limited or timed call goes through `_call_model` (it is streamed
+only when the model streams and a listener asks for tokens: its text deltas become token
+events); any other is awaited directly.
 """
 
 from __future__ import annotations
@@ -119,17 +119,19 @@ async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
     becomes the task's raw output when `answering` is the task's state."""
     try:
         while True:
-            sent, settings, admitted = await _before_call(loop)
+            index = loop.recorder.llm_calls
+            sent, settings, admitted = await _before_call(loop, index)
             try:
                 started = time.perf_counter()
                 if loop.streaming is None and loop.limiter is None and _no_timeout(settings):
-                    answer = await loop.model.chat(sent, tools=loop.tools.specs, settings=settings)
+                    # awaited in this frame: no coroutine more per task waiting on its model
+                    response = await loop.model.chat(
+                        sent, tools=loop.tools.specs, settings=settings
+                    )
                 else:
-                    answer = await _call_model(loop, sent, settings)
+                    response = await _call_model(loop, sent, settings)
                 seconds = time.perf_counter() - started
-                await _answered(
-                    loop, Turn(loop.recorder.llm_calls, sent, _checked(loop, answer), seconds)
-                )
+                await _answered(loop, Turn(index, sent, _checked(loop, response), seconds))
             finally:
                 if admitted is not None:
                     admitted.settle()
@@ -150,24 +152,24 @@ async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
 
 
 async def _before_call(
-    loop: AgentLoop,
+    loop: AgentLoop, index: int
 ) -> tuple[tuple[Message, ...], ModelSettings | None, ModelCall | None]:
-    """The conversation to send (as the run's hooks changed it, for this call only) and its
-    settings, once the run's and the task's budgets admit the call (the admission, to settle
-    after it), announced."""
-    index, sent, settings = loop.recorder.llm_calls, loop.messages, loop.settings
+    """Prepare the task's `index`-th model call: the run's hooks may change its messages
+    and settings (for this call only), the run's and the task's budgets must admit it, and
+    its start is announced. Returns the messages, the settings and the admission to settle
+    once the call is over (None when the run has no budget)."""
+    sent, settings = loop.messages, loop.settings
     run = loop.task.run
     if run.hooks is not None and run.hooks.model:
         sent, settings = await before_model_call(loop, index, sent)
     admitted = None if run.budget is None else run.budget.model_call(loop.task)
-    if admitted is None:
-        await loop.recorder.model_call_started(index, sent)
-        return sent, settings, None
-    await admitted.admit()
+    if admitted is not None:
+        await admitted.admit()
     try:
         await loop.recorder.model_call_started(index, sent)
     except BaseException:
-        admitted.settle()
+        if admitted is not None:
+            admitted.settle()
         raise
     return sent, settings, admitted
 

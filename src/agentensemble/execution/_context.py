@@ -311,7 +311,8 @@ class TaskContext:
     def deadlines(self) -> Deadlines:
         """The task's deadlines that stop while a person decides (a delegated worker's chain
         to its caller's). Made when first used: few tasks have any, and thousands may be
-        running at once."""
+        running at once. (A `dataclasses.replace` copy would make its own: pass it
+        `caller_deadlines` to chain.)"""
         made = self._deadlines
         if made is None:
             made = Deadlines(self.caller_deadlines)

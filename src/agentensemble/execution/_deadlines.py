@@ -23,8 +23,8 @@ class Deadlines:
 
     def __init__(self, parent: Deadlines | None = None) -> None:
         self.parent = parent
-        # made when first needed: every task has a `Deadlines`, few use it, and thousands
-        # of tasks may be waiting at once
+        # made when first needed: a task that pauses (a review, a memory operation) makes
+        # a `Deadlines` without registering any timeout
         self._active: list[asyncio.Timeout] | None = None
         self._left: dict[asyncio.Timeout, float] | None = None  # while paused: time left
         self._paused = 0

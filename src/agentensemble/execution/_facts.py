@@ -21,6 +21,8 @@ from agentensemble.observability._events import (
     TaskEvent,
     TaskIds,
     task_event_maker,
+    task_id_fields,
+    task_ids,
 )
 from agentensemble.observability._json import json_data
 
@@ -50,13 +52,13 @@ class CapabilityFacts:
         self.events = task.run.events
         planned = task.planned
         self.role = planned.role
-        self._ids: TaskIds = (
-            task.run.run_id,
-            task.task_id,
-            task.parent_task_id,
-            planned.index,
-            planned.description,
-            self.role,
+        self._ids = task_ids(
+            ensemble_id=task.run.run_id,
+            task_id=task.task_id,
+            parent_task_id=task.parent_task_id,
+            task_index=planned.index,
+            task_description=planned.description,
+            agent_role=self.role,
         )
 
     def _emit(
@@ -207,8 +209,9 @@ class CapabilityFacts:
 
     def _review_ids(self, request: ReviewRequest) -> TaskIds:
         """A review's task: the one under review (a gate before a task, say)."""
-        run_id, _, parent_task_id, index, _, role = self._ids
-        return (run_id, request.task_id, parent_task_id, index, request.task_description, role)
+        fields = task_id_fields(self._ids)
+        fields.update(task_id=request.task_id, task_description=request.task_description)
+        return task_ids(**fields)
 
 
 def review_request_fields(request: ReviewRequest) -> dict[str, Any]:

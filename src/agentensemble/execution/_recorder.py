@@ -28,6 +28,7 @@ from agentensemble.observability._events import (
     TokenEvent,
     ToolCallEvent,
     task_event_maker,
+    task_id_fields,
 )
 from agentensemble.observability._json import json_data
 from agentensemble.observability._metrics import UNKNOWN, add_known
@@ -126,17 +127,11 @@ class TaskRecorder(CapabilityFacts):
         """The completion a resumed run restores from its checkpoint (`recorded`, with the
         trace of the run that made it): this execution's event, folded like `completed`."""
         task = self.task
-        run_id, task_id, parent_task_id, index, description, role = self._ids
         event = dataclasses.replace(
             recorded,
             seq=self.events.next_seq(),
             total_tasks=task.planned.total,
-            ensemble_id=run_id,
-            task_id=task_id,
-            parent_task_id=parent_task_id,
-            task_index=index,
-            task_description=description,
-            agent_role=role,
+            **task_id_fields(self._ids),
         )
         return event, self._folded(event, parsed)
 

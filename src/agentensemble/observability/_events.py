@@ -63,6 +63,8 @@ __all__ = [
     "TokenEvent",
     "ToolCallEvent",
     "task_event_maker",
+    "task_id_fields",
+    "task_ids",
 ]
 
 
@@ -185,6 +187,24 @@ TASK_ID_FIELDS = (
     "task_description",
     "agent_role",
 )
+
+
+def task_ids(
+    *,
+    ensemble_id: str,
+    task_id: str,
+    parent_task_id: str | None,
+    task_index: int,
+    task_description: str,
+    agent_role: str,
+) -> TaskIds:
+    """A task's `TaskIds`, by name (the one place that knows their order)."""
+    return (ensemble_id, task_id, parent_task_id, task_index, task_description, agent_role)
+
+
+def task_id_fields(ids: TaskIds) -> dict[str, Any]:
+    """`TaskIds` as the `TaskEvent` fields they are."""
+    return dict(zip(TASK_ID_FIELDS, ids, strict=True))
 
 
 AnyTaskEvent = TypeVar("AnyTaskEvent", bound=TaskEvent)

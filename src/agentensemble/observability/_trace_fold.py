@@ -150,8 +150,8 @@ class _Task:
         self.map_reduce_level = start.map_reduce_level
         # the prompt texts, not a PromptTrace, until the trace is made: one object less
         # per running task for the garbage collector to walk
-        self.system_prompt: str | None = None
-        self.user_prompt = ""
+        self.system_prompt = ""
+        self.user_prompt: str | None = None
         self.prompt_time = _NO_TIME
         self.calls: tuple[_Call, ...] = ()
         # the call in flight: when it was sent and its messages (when the trace captures
@@ -396,7 +396,7 @@ class TraceFold:
             completed_at=task.started_at + duration,
             duration=duration,
             prompts=None
-            if task.system_prompt is None
+            if task.user_prompt is None
             else PromptTrace(system=task.system_prompt, user=task.user_prompt),
             llm_interactions=tuple([self._interaction(call) for call in task.calls]),
             delegations=tuple(task.delegations),
