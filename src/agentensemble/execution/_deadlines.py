@@ -23,27 +23,21 @@ class Deadlines:
 
     def __init__(self, parent: Deadlines | None = None) -> None:
         self.parent = parent
-        # made when first needed: a task that pauses (a review, a memory operation) makes
-        # a `Deadlines` without registering any timeout
-        self._active: list[asyncio.Timeout] | None = None
-        self._left: dict[asyncio.Timeout, float] | None = None  # while paused: time left
+        self._active: list[asyncio.Timeout] = []
+        self._left: dict[asyncio.Timeout, float] = {}  # while paused: the time each had left
         self._paused = 0
 
     @contextmanager
     def registered(self, timeout: asyncio.Timeout) -> Iterator[None]:
         """Make `timeout` (entered, and exited after this block) suspendable."""
-        if self._active is None:
-            self._active = []
-        active = self._active
-        active.append(timeout)
+        self._active.append(timeout)
         if self._paused:
             self._suspend(timeout)
         try:
             yield
         finally:
-            active.remove(timeout)
-            if self._left is not None:
-                self._left.pop(timeout, None)
+            self._active.remove(timeout)
+            self._left.pop(timeout, None)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -64,27 +58,22 @@ class Deadlines:
     def _pause(self) -> None:
         self._paused += 1
         if self._paused == 1:
-            for timeout in self._active or ():
+            for timeout in self._active:
                 self._suspend(timeout)
 
     def _resume(self) -> None:
         self._paused -= 1
         if self._paused:
             return
-        left_of, active = self._left, self._active
-        if not left_of or active is None:
-            return
         now = asyncio.get_running_loop().time()
-        for timeout, left in left_of.items():
-            if timeout in active:
+        for timeout, left in self._left.items():
+            if timeout in self._active:
                 timeout.reschedule(now + left)
-        left_of.clear()
+        self._left.clear()
 
     def _suspend(self, timeout: asyncio.Timeout) -> None:
         when = timeout.when()
         if when is None or timeout.expired():
             return
-        if self._left is None:
-            self._left = {}
         self._left[timeout] = max(0.0, when - asyncio.get_running_loop().time())
         timeout.reschedule(None)
