@@ -7,7 +7,8 @@ instant `FunctionModel`, divided by the number of tasks; the best of five rounds
 reported, because this shared machine's speed varies between moments. Figures: a task
 with capture OFF and with FULL (FULL with an exporter that discards the trace, so disk speed
 is not measured); a task that makes one tool call (async and sync tool), in each capture
-mode; and the same 2-task run through the sync `run()`, against `arun()`. (Import time:
+mode; and the same 2-task run through the sync `run()`, against `arun()` (their rounds
+alternate, so the ratio compares like moments). (Import time:
 `bench/import.py`.)
 
 Budgets: 50 µs per task with capture OFF, 100 µs with FULL, 120 µs for a task with one
@@ -88,9 +89,24 @@ def two_task_ensemble(
     )
 
 
-def cpu_us_per_task(ensemble: Ensemble, runs: int, rounds: int = 5, *, sync: bool = False) -> float:
-    """Best of `rounds` rounds (this shared machine's speed varies between moments), through
-    `arun()` in one event loop, or through `run()` (`sync`).
+def cpu_us_per_task(ensemble: Ensemble, runs: int, rounds: int = 5) -> float:
+    """Best of `rounds` rounds through `arun()` (this shared machine's speed varies between
+    moments)."""
+    return min(_round(ensemble, runs) for _ in range(rounds)) / (runs * 2) * 1e6
+
+
+def arun_and_run_us_per_task(ensemble: Ensemble, runs: int, rounds: int = 5) -> tuple[float, float]:
+    """The best of `rounds` rounds through `arun()` and through the sync `run()`, the rounds
+    alternating, so that both meet the machine's slow and fast moments alike."""
+    timings: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(rounds):
+        for sync in (False, True):
+            timings[sync].append(_round(ensemble, runs, sync=sync))
+    return min(timings[False]) / (runs * 2) * 1e6, min(timings[True]) / (runs * 2) * 1e6
+
+
+def _round(ensemble: Ensemble, runs: int, *, sync: bool = False) -> float:
+    """CPU seconds of `runs` runs, after a warm-up of a tenth as many.
 
     The test-double model records every request; the record is cleared after each run so
     that a growing heap (and slower garbage collection) does not skew later rounds.
@@ -101,38 +117,29 @@ def cpu_us_per_task(ensemble: Ensemble, runs: int, rounds: int = 5, *, sync: boo
         for model in models.values():
             model.requests.clear()
 
-    async def one_run() -> None:
-        await ensemble.arun()
-        clear()
+    def sync_runs(count: int) -> float:
+        start = time.process_time()
+        for _ in range(count):
+            ensemble.run()
+            clear()
+        return time.process_time() - start
 
-    def one_sync_run() -> None:
-        ensemble.run()
-        clear()
+    async def async_runs(count: int) -> float:
+        start = time.process_time()
+        for _ in range(count):
+            await ensemble.arun()
+            clear()
+        return time.process_time() - start
 
-    async def best_async() -> float:
-        for _ in range(runs // 10):  # warm-up
-            await one_run()
-        timings = []
-        for _ in range(rounds):
-            start = time.process_time()
-            for _ in range(runs):
-                await one_run()
-            timings.append(time.process_time() - start)
-        return min(timings)
+    if sync:
+        sync_runs(runs // 10)
+        return sync_runs(runs)
 
-    def best_sync() -> float:
-        for _ in range(runs // 10):  # warm-up
-            one_sync_run()
-        timings = []
-        for _ in range(rounds):
-            start = time.process_time()
-            for _ in range(runs):
-                one_sync_run()
-            timings.append(time.process_time() - start)
-        return min(timings)
+    async def warm_then_measure() -> float:
+        await async_runs(runs // 10)
+        return await async_runs(runs)
 
-    best = best_sync() if sync else asyncio.run(best_async())
-    return best / (runs * 2) * 1e6
+    return asyncio.run(warm_then_measure())
 
 
 def main() -> None:
@@ -140,8 +147,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300)
     runs = parser.parse_args().runs
     plain = two_task_ensemble(FunctionModel(answer), [])
-    arun_us = cpu_us_per_task(plain, runs)
-    run_us = cpu_us_per_task(plain, runs, sync=True)
+    arun_us, run_us = arun_and_run_us_per_task(plain, runs)
     results = {
         "cpu_us_per_task_no_tools": round(arun_us, 1),
         "cpu_us_per_task_no_tools_capture_full": round(
