@@ -7,6 +7,9 @@
     peak RSS over the run divided by the tasks in flight. A 100-task run first loads the
     engine (a process's first run imports it), so the figure is the engine's, not the
     import's. Budgets: 0.5 s and 5 KB per in-flight task.
+(a') the floor under (a), in a fresh interpreter: the same 10,000 asyncio tasks in one
+    `TaskGroup`, each building a prompt, awaiting the same sleep and returning a frozen
+    result, with no engine: what asyncio alone costs on this machine at this moment.
 (b) a 10,000-task layered DAG (100 layers of 100; each task depends on two tasks of the
     layer above) on an instant model: wall time, engine CPU per task, peak RSS (in a fresh
     interpreter, after a 20-task run that loads the engine).
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentensemble import Ensemble, FunctionModel, Task, Workflow
@@ -56,21 +60,70 @@ def layered(layers: int, width: int) -> list[Task]:
     return tasks
 
 
+def peak_rss_kb() -> int:
+    """This process's peak RSS in KB: Linux's ``VmHWM``, the high-water mark of the process's
+    own memory. (``ru_maxrss`` would not do in a child: Linux carries the parent's peak over
+    into it across ``exec``, so a child started after the fan-out began at the fan-out's.)"""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def sleepy_fan_out(count: int) -> dict[str, float]:
     Ensemble(tasks=independent(100), llm=FunctionModel(sleepy), workflow=Workflow.PARALLEL).run()
     ensemble = Ensemble(
         tasks=independent(count), llm=FunctionModel(sleepy), workflow=Workflow.PARALLEL
     )
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_before = peak_rss_kb()
     started, cpu_started = time.perf_counter(), time.process_time()
     output = ensemble.run()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    rss_kb = peak_rss_kb() - rss_before
     assert len(output.task_outputs) == count
     return {
         "tasks": count,
         "wall_s": round(wall, 3),
         "ratio_to_ideal": round(wall / 0.1, 2),
+        "cpu_us_per_task": round(cpu / count * 1e6, 1),
+        "peak_rss_kb_per_task_in_flight": round(rss_kb / count, 2),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _FloorOutput:
+    description: str
+    raw: str
+
+
+async def _floor_task(index: int) -> _FloorOutput:
+    prompt = f"## Task\nTask {index}\n\n## Expected Output\nA result"
+    raw = await sleepy((prompt,), ())
+    return _FloorOutput(f"Task {index}", raw)
+
+
+async def _floor_run(count: int) -> list[_FloorOutput]:
+    async with asyncio.TaskGroup() as group:
+        started = [group.create_task(_floor_task(index)) for index in range(count)]
+    return [task.result() for task in started]
+
+
+def asyncio_floor(count: int) -> dict[str, float]:
+    """`sleepy_fan_out`'s shape on asyncio alone (run in a fresh interpreter)."""
+    asyncio.run(_floor_run(100))
+    rss_before = peak_rss_kb()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    outputs = asyncio.run(_floor_run(count))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    rss_kb = peak_rss_kb() - rss_before
+    assert len(outputs) == count
+    return {
+        "tasks": count,
+        "wall_s": round(wall, 3),
         "cpu_us_per_task": round(cpu / count * 1e6, 1),
         "peak_rss_kb_per_task_in_flight": round(rss_kb / count, 2),
     }
@@ -83,7 +136,7 @@ def big_dag(layers: int, width: int) -> dict[str, float]:
     output = ensemble.run()
     wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
     assert len(output.task_outputs) == len(tasks)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_kb() / 1024
     return {
         "tasks": len(tasks),
         "wall_s": round(wall, 3),
@@ -92,10 +145,11 @@ def big_dag(layers: int, width: int) -> dict[str, float]:
     }
 
 
-def big_dag_alone() -> dict[str, float]:
-    """`big_dag` in a fresh interpreter: its peak RSS is its own, not the fan-out's."""
+def alone(flag: str) -> dict[str, float]:
+    """A figure measured in a fresh interpreter (``--dag-only``, ``--floor-only``): its peak
+    RSS is its own, not the fan-out's."""
     child = subprocess.run(
-        [sys.executable, __file__, "--dag-only"], check=True, capture_output=True, text=True
+        [sys.executable, __file__, flag], check=True, capture_output=True, text=True
     )
     result: dict[str, float] = json.loads(child.stdout)
     return result
@@ -106,9 +160,13 @@ def main() -> None:
         big_dag(2, 10)  # loads the engine, as the fan-out's warm-up run does
         print(json.dumps(big_dag(100, 100)))
         return
+    if sys.argv[1:] == ["--floor-only"]:
+        print(json.dumps(asyncio_floor(10_000)))
+        return
     results = {
         "sleepy_10000": sleepy_fan_out(10_000),
-        "layered_dag_10000": big_dag_alone(),
+        "sleepy_10000_asyncio_floor": alone("--floor-only"),
+        "layered_dag_10000": alone("--dag-only"),
         "budgets": {
             "sleepy_wall_s": 0.5,
             "sleepy_peak_rss_kb_per_task_in_flight": 5,
