@@ -13,13 +13,15 @@ import contextlib
 import contextvars
 import functools
 import inspect
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import asyncio
     import types
     from concurrent.futures import Future
+
+    from typing_extensions import TypeIs  # in typing from Python 3.13
 
     from agentensemble._daemon_pool import DaemonPool
 
@@ -29,6 +31,7 @@ __all__ = [
     "call_user_code",
     "finish_even_if_cancelled",
     "import_off_loop",
+    "is_awaitable",
     "set_sync_thread_limit",
     "start_daemon_call",
     "sync_pool",
@@ -156,9 +159,21 @@ async def call_user_code(
     else:
         async with pool.slots:
             result = await asyncio.get_running_loop().run_in_executor(_Shared.executor(), call)
-    if inspect.isawaitable(result):
+    if is_awaitable(result):
         result = await result
     return result
+
+
+def is_awaitable(value: object) -> TypeIs[Awaitable[Any]]:
+    """`inspect.isawaitable`, answered at once for None, text, numbers and booleans, what
+    sync callables mostly return: for them inspect falls back to an abstract-base-class
+    check that costs about 0.4 µs (a sync listener's whole call costs about 1 µs)."""
+    if value is None or type(value) in _NEVER_AWAITABLE:
+        return False
+    return inspect.isawaitable(value)
+
+
+_NEVER_AWAITABLE = frozenset({str, bool, int, float, bytes})
 
 
 def start_daemon_call(

@@ -250,3 +250,20 @@ async def test_a_stuck_sync_listener_does_not_hold_a_cancelled_or_timed_out_run(
             await asyncio.wait_for(cancelled, TIMEOUT)
     finally:
         release.set()
+
+
+async def test_an_awaitable_a_sync_listener_returns_is_finished_on_the_runs_loop() -> None:
+    finished_on: list[int] = []
+
+    async def note(event: TaskCompleteEvent) -> None:
+        finished_on.append(threading.get_ident())
+
+    class Deferring:
+        def on_task_complete(self, event: TaskCompleteEvent) -> Any:
+            return note(event)
+
+    ensemble = Ensemble(
+        tasks=[Task("One"), Task("Two")], llm=ScriptedModel(["a", "b"]), listeners=[Deferring()]
+    )
+    await ensemble.arun()
+    assert finished_on == [threading.get_ident()] * 2  # both, before arun returned

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentensemble._calling import is_awaitable
 from agentensemble.enums import LoopMemoryMode, LoopOutputMode, MaxIterationsAction
 from agentensemble.errors import MaxLoopIterationsExceededError
 from agentensemble.execution._context import TaskContext
@@ -216,6 +216,6 @@ class LoopRunner:
 
 async def _holds(until: Any, context: LoopContext) -> bool:
     answer = until(context)
-    if inspect.isawaitable(answer):
+    if is_awaitable(answer):
         answer = await answer
     return bool(answer)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from agentensemble._calling import start_daemon_call
+from agentensemble._calling import is_awaitable, start_daemon_call
 from agentensemble._control import ControlFlowSignal
 from agentensemble.errors import ValidationError
 from agentensemble.execution._context import new_id
@@ -142,7 +142,7 @@ async def _call(handler: ReviewHandler, request: ReviewRequest) -> object:
     if inspect.iscoroutinefunction(handler.review):
         return await handler.review(request)
     answer = await asyncio.wrap_future(start_daemon_call(handler.review, request))
-    return await answer if inspect.isawaitable(answer) else answer
+    return await answer if is_awaitable(answer) else answer
 
 
 def _checked(decision: object, handler: object) -> ReviewDecision:

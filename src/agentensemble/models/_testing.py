@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from agentensemble._calling import is_awaitable
 from agentensemble._frozen import direct_init
 from agentensemble.models._messages import (
     AssistantMessage,
@@ -195,7 +195,7 @@ class FunctionModel:
         """Record the request and return whatever the function answers."""
         self.requests.append(ModelRequest(tuple(messages), tuple(tools), settings))
         reply = self._fn(messages, tools)
-        if inspect.isawaitable(reply):
+        if is_awaitable(reply):
             reply = await reply
         return to_response(reply, self._usage)
 

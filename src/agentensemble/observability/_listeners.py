@@ -9,7 +9,7 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias, TypeGuard, TypeVar
 
-from agentensemble._calling import NOTHING, call_user_code
+from agentensemble._calling import NOTHING, call_user_code, is_awaitable
 from agentensemble._checks import unknown_methods
 from agentensemble._logging import get_logger
 from agentensemble.errors import ValidationError
@@ -332,7 +332,7 @@ class _Handler:
         """Call a sync method on the run's listener lane (a worker thread)."""
         try:
             result = self.fn(event)
-            if inspect.isawaitable(result):
+            if is_awaitable(result):
                 finish_on_loop(result, loop)
         except BaseException:  # even SystemExit: the lane's thread must go on
             self._failed()
