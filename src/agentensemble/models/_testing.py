@@ -165,7 +165,9 @@ class FunctionModel:
     """A model whose replies come from `fn(messages, tools)`, sync or async.
 
     A sync function is called directly on the event loop, so keep it instant (it is meant
-    for tests and simulations); make it `async` if it has to wait.
+    for tests and simulations); make it `async` if it has to wait. Every request stays in
+    `requests` for a test's assertions: a simulation making many runs with one model
+    should clear it between them.
     """
 
     def __init__(
