@@ -85,6 +85,8 @@ def as_tuple(value: object, field: str) -> tuple[object, ...]:
     """A list-like setting as a tuple (None is empty); anything else names `field`."""
     if value is None:
         return ()
+    if type(value) is tuple:  # as it is: the Iterable check below is an ABC's, and slow
+        return value
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValidationError(f"{field} must be a list, got: {type(value).__name__}")
     return tuple(value)

