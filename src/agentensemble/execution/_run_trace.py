@@ -34,7 +34,7 @@ def agent_summary(agent: Agent) -> AgentSummary:
         role=agent.role,
         goal=agent.goal,
         background=agent.background,
-        tool_names=tuple(spec.name for spec in agent.tool_set.specs),
+        tool_names=tuple(spec.name for spec in specs) if (specs := agent.tool_set.specs) else (),
         allow_delegation=agent.allow_delegation,
     )
 
