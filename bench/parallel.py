@@ -23,7 +23,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,16 +79,22 @@ def sleepy_fan_out(count: int) -> dict[str, float]:
     ensemble = Ensemble(
         tasks=independent(count), llm=FunctionModel(sleepy), workflow=Workflow.PARALLEL
     )
+    figures = fan_out_figures(lambda: len(ensemble.run().task_outputs), count)
+    return {**figures, "ratio_to_ideal": round(figures["wall_s"] / 0.1, 2)}
+
+
+def fan_out_figures(run: Callable[[], int], count: int) -> dict[str, float]:
+    """Wall time, CPU per task and peak RSS growth per task of `run` (which returns how
+    many tasks completed: all `count` of them)."""
     rss_before = peak_rss_kb()
     started, cpu_started = time.perf_counter(), time.process_time()
-    output = ensemble.run()
+    completed = run()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     rss_kb = peak_rss_kb() - rss_before
-    assert len(output.task_outputs) == count
+    assert completed == count
     return {
         "tasks": count,
         "wall_s": round(wall, 3),
-        "ratio_to_ideal": round(wall / 0.1, 2),
         "cpu_us_per_task": round(cpu / count * 1e6, 1),
         "peak_rss_kb_per_task_in_flight": round(rss_kb / count, 2),
     }
@@ -115,18 +121,7 @@ async def _floor_run(count: int) -> list[_FloorOutput]:
 def asyncio_floor(count: int) -> dict[str, float]:
     """`sleepy_fan_out`'s shape on asyncio alone (run in a fresh interpreter)."""
     asyncio.run(_floor_run(100))
-    rss_before = peak_rss_kb()
-    started, cpu_started = time.perf_counter(), time.process_time()
-    outputs = asyncio.run(_floor_run(count))
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    rss_kb = peak_rss_kb() - rss_before
-    assert len(outputs) == count
-    return {
-        "tasks": count,
-        "wall_s": round(wall, 3),
-        "cpu_us_per_task": round(cpu / count * 1e6, 1),
-        "peak_rss_kb_per_task_in_flight": round(rss_kb / count, 2),
-    }
+    return fan_out_figures(lambda: len(asyncio.run(_floor_run(count))), count)
 
 
 def big_dag(layers: int, width: int) -> dict[str, float]:

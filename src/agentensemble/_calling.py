@@ -164,6 +164,9 @@ async def call_user_code(
     return result
 
 
+_NEVER_AWAITABLE = frozenset({str, bool, int, float, bytes})
+
+
 def is_awaitable(value: object) -> TypeIs[Awaitable[Any]]:
     """`inspect.isawaitable`, answered at once for None, text, numbers and booleans, what
     sync callables mostly return: for them inspect falls back to an abstract-base-class
@@ -171,9 +174,6 @@ def is_awaitable(value: object) -> TypeIs[Awaitable[Any]]:
     if value is None or type(value) in _NEVER_AWAITABLE:
         return False
     return inspect.isawaitable(value)
-
-
-_NEVER_AWAITABLE = frozenset({str, bool, int, float, bytes})
 
 
 def start_daemon_call(

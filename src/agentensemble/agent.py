@@ -166,8 +166,8 @@ def synthesized_agent(
 
 @functools.cache  # written at the first synthesised agent, not at import
 def _agent_maker() -> Callable[..., Agent]:
-    """A constructor that sets each slot through its descriptor (2.7 -> 0.9 µs an agent,
-    with the tools' check)."""
+    """A constructor that sets each slot through its descriptor (2.6 -> 1.2 µs an agent,
+    with the tools' check, against `object.__setattr__` per field)."""
     return direct_maker(Agent, (), ("tool_set", "_system_prompt"))
 
 
