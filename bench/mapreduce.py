@@ -3,7 +3,7 @@
     python bench/mapreduce.py [--case NAME]
 
 Four cases, each run in a fresh subprocess (``--case NAME``, which prints one JSON line) so
-that each peak RSS (``ru_maxrss``, a process-wide high-water mark) is the case's own:
+that each peak RSS (``VmHWM``, the process's high-water mark) is the case's own:
 static (``chunk_size=10``) and adaptive (``target_token_budget=200``), each on an instant
 model (a sync function) and on a model that sleeps 50 ms (asynchronously) per call. Every
 call answers the same 40 characters, which the adaptive mode counts as 10 tokens
@@ -27,12 +27,13 @@ import argparse
 import asyncio
 import json
 import logging
-import resource
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from _rss import peak_rss_kb
 
 from agentensemble import FunctionModel, Task
 from agentensemble.mapreduce import MapReduceEnsemble
@@ -105,7 +106,7 @@ def run_case(name: str) -> dict[str, Any]:
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     output = ensemble(mode == "adaptive", model, [listener] if listener else []).run()
     wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_kb() / 1024
     trace = output.trace
     if trace is None:
         raise RuntimeError("the run recorded no trace")

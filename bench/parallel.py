@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from _rss import peak_rss_kb
 
 from agentensemble import Ensemble, FunctionModel, Task, Workflow
 from agentensemble.models import Message, ToolSpec
@@ -58,20 +59,6 @@ def layered(layers: int, width: int) -> list[Task]:
         tasks.extend(row)
         above = row
     return tasks
-
-
-def peak_rss_kb() -> int:
-    """This process's peak RSS in KB: Linux's ``VmHWM``, the high-water mark of the process's
-    own memory. (``ru_maxrss`` would not do in a child: Linux carries the parent's peak over
-    into it across ``exec``, so a child started after the fan-out began at the fan-out's.)"""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def sleepy_fan_out(count: int) -> dict[str, float]:
