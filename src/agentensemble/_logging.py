@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -66,15 +66,19 @@ def current_log_context() -> LogContext:
     return LogContext(f"{task.index}/{task.total}", task.description[:80], task.role)
 
 
-def enter_task_log(task: LoggedTask) -> Token[LoggedTask | None]:
-    """Make `task` the log context (until `leave_task_log` with the token returned): the
-    object that runs a task holds the token, so no context manager is made per task."""
-    return _current.set(task)
+def enter_task_log(task: LoggedTask) -> LoggedTask | None:
+    """Make `task` the log context; return the one it replaces, for `leave_task_log`. (No
+    token is kept: a token lives as long as the task, one more object per waiting task for
+    the garbage collector to walk, and setting the previous one back does what a reset
+    would, since entries and leaves nest.)"""
+    previous = _current.get()
+    _current.set(task)
+    return previous
 
 
-def leave_task_log(token: Token[LoggedTask | None]) -> None:
-    """Restore the log context `enter_task_log` replaced."""
-    _current.reset(token)
+def leave_task_log(previous: LoggedTask | None) -> None:
+    """Make `previous` (what `enter_task_log` returned) the log context again."""
+    _current.set(previous)
 
 
 class TaskContextFilter(logging.Filter):

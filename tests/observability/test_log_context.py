@@ -19,7 +19,7 @@ from agentensemble import (
     tool,
 )
 from agentensemble._logging import current_log_context
-from agentensemble.models import Message, ToolResultMessage, ToolSpec, tool_call
+from agentensemble.models import Message, ScriptedModel, ToolResultMessage, ToolSpec, tool_call
 
 _app = logging.getLogger("tests.app")
 
@@ -85,4 +85,26 @@ async def test_the_context_is_restored_after_a_task_fails() -> None:
         await Ensemble(tasks=[Task("Fail")], llm=FunctionModel(fail)).arun()
 
     assert during == ["1/1"]
+    assert current_log_context().task_index == ""
+
+
+def test_a_delegated_workers_context_gives_way_to_its_callers_again(records: _Records) -> None:
+    lead_model = ScriptedModel(
+        [
+            tool_call("delegate", agent_role="Checker", task_description="Check the key"),
+            tool_call("lookup", key="k"),
+            "done",
+        ]
+    )
+    lead = Agent("Lead", "Lead", llm=lead_model, tools=[lookup], allow_delegation=True)
+    checker = Agent(
+        "Checker", "Check", llm=ScriptedModel([tool_call("lookup", key="k"), "ok"]), tools=[lookup]
+    )
+
+    Ensemble(tasks=[Task("Find the key", agent=lead)], agents=[checker]).run()
+
+    assert records.seen == [
+        ("looking up k", "1/1", "Check the key", "Checker"),
+        ("looking up k", "1/1", "Find the key", "Lead"),
+    ]
     assert current_log_context().task_index == ""

@@ -66,7 +66,7 @@ class Turn:
 class TaskRecorder(CapabilityFacts):
     """Emits the events of one task execution."""
 
-    __slots__ = ("_log_token", "_started", "llm_calls", "model_name")
+    __slots__ = ("_log_previous", "_started", "llm_calls", "model_name")
 
     def __init__(self, task: TaskContext) -> None:
         super().__init__(task)
@@ -75,12 +75,20 @@ class TaskRecorder(CapabilityFacts):
         self.model_name = model_name_of(planned.agent.llm) if planned.agent else ""
         self.llm_calls = 0
 
+    def log_in(self) -> None:
+        """Records logged until `log_out` carry the task's log context."""
+        self._log_previous = enter_task_log(self.task.planned)
+
+    def log_out(self) -> None:
+        """Give the log context back to what it was before `log_in`."""
+        leave_task_log(self._log_previous)
+
     def __enter__(self) -> None:
-        """Records logged in the block carry the task's log context (``with recorder:``)."""
-        self._log_token = enter_task_log(self.task.planned)
+        """`log_in` for the block (``with recorder:``)."""
+        self.log_in()
 
     def __exit__(self, *exc: object) -> None:
-        leave_task_log(self._log_token)
+        self.log_out()
 
     # ---- lifecycle -------------------------------------------------------------------------
 

@@ -104,14 +104,19 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
             return await _restore(task, recorder, slot.recorded)
         if slot is not None:
             steps = _steps_to_run(checkpoint, state, slot)
-    with recorder:  # records logged during the task carry its log context
+    # records logged during the task carry its log context (entered and left by hand: a
+    # `with` block keeps its bound __exit__ alive, an object more per waiting task)
+    recorder.log_in()
+    try:
         for step in planned.before_start:  # a gate may end the run before the task starts
             await step(state)
         try:  # a task that started always ends: a cancel while listeners hear the start too
             await recorder.task_started()
             if planned.source.timeout is None:  # inline: a coroutine less per running task
-                for step in steps:
-                    await step(state)
+                # by position: a tuple's iterator, alive while a step waits, is one more
+                # object for the garbage collector to walk; a range's is not tracked
+                for position in range(len(steps)):
+                    await steps[position](state)
             else:
                 await _run_steps_within(state, steps, planned.source.timeout)
         except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
@@ -124,6 +129,8 @@ async def run_task(task: TaskContext) -> TaskOutput[Any]:
         if slot is not None:
             await _record(task, slot, event, output)
         await task.run.events.deliver(event)
+    finally:
+        recorder.log_out()
     if state.late_failure is not None:
         raise state.late_failure
     if state.stop is not None:
