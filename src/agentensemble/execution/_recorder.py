@@ -83,13 +83,6 @@ class TaskRecorder(CapabilityFacts):
         """Give the log context back to what it was before `log_in`."""
         leave_task_log(self._log_previous)
 
-    def __enter__(self) -> None:
-        """`log_in` for the block (``with recorder:``)."""
-        self.log_in()
-
-    def __exit__(self, *exc: object) -> None:
-        self.log_out()
-
     # ---- lifecycle -------------------------------------------------------------------------
 
     def task_started(self) -> Awaitable[None]:

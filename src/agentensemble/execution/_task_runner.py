@@ -180,13 +180,16 @@ async def _restore(
     checkpoint = task.run.checkpoint
     if checkpoint is None:  # only a run with a checkpoint has recorded tasks
         raise AssertionError("restoring a task in a run without a checkpoint")
-    with recorder:
+    recorder.log_in()
+    try:
         await recorder.task_started()
         event, output = recorder.restored(recorded, checkpoint.parsed(task, recorded))
         if task.run.budget is not None:
             task.run.budget.restored(output.metrics.llm_call_count)
         _keep(task, output)
         await task.run.events.deliver(event)
+    finally:
+        recorder.log_out()
     return output
 
 
