@@ -344,3 +344,37 @@ async def test_cancelling_a_run_cancels_every_running_task_and_closes_the_run() 
         await run
     assert sorted(cancelled) == [0, 1, 2]
     assert [(c.exit_reason, c.error_type) for c in completions] == [("ERROR", "CancelledError")]
+
+
+async def test_a_task_cancelled_on_its_own_fails_and_its_dependents_never_start() -> None:
+    # not the run's cancellation: the task's own (a tool cancelling the task it runs in)
+    calls: list[str] = []
+    other_done = asyncio.Event()
+
+    async def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        name = task_name(messages)
+        calls.append(name)
+        if name == "Doomed":
+            await asyncio.wait_for(other_done.wait(), TIMEOUT)
+            current = asyncio.current_task()
+            assert current is not None
+            current.cancel()
+            await asyncio.sleep(0)  # where the cancellation lands
+        return f"{name} done"
+
+    class Watch(EnsembleListener):
+        async def on_task_complete(self, event: TaskCompleteEvent) -> None:
+            if event.task_description == "Other":
+                other_done.set()
+
+    doomed = Task("Doomed")
+    ensemble = Ensemble(
+        tasks=[doomed, Task("After", context=[doomed]), Task("Other")],
+        llm=FunctionModel(reply),
+        workflow=Workflow.PARALLEL,
+        listeners=[Watch()],
+    )
+    with pytest.raises(TaskExecutionError, match="Doomed.*cancelled, not the run") as raised:
+        await asyncio.wait_for(ensemble.arun(), TIMEOUT)
+    assert sorted(calls) == ["Doomed", "Other"]
+    assert [output.raw for output in raised.value.completed_outputs] == ["Other done"]

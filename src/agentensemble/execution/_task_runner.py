@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
@@ -85,57 +86,71 @@ async def run_in_turn(task: TaskContext) -> TaskOutput[Any] | None:
         raise failure from error
 
 
-async def run_task(task: TaskContext) -> TaskOutput[Any]:
+async def run_task(
+    task: TaskContext, on_error: Callable[[BaseException], None] | None = None
+) -> TaskOutput[Any]:
     """Run the task's steps; fire start/complete/failed events. Failures are re-raised as is.
 
     A task of the ensemble (depth 0) that completes is recorded in the run's outputs. Steps
     before the start (a before-review gate) may end the run without the task starting; a
     step may also let the task complete and then end the run (`TaskState.stop`).
+
+    `on_error` is called with the failure or control-flow signal the task raises (not a
+    cancellation) in the same step, before it propagates: a scheduler that settles its
+    tasks later, in a done callback, can still stop the run before anything else starts.
     """
-    planned = task.planned
-    recorder = TaskRecorder(task)
-    state = TaskState(task, recorder)
-    steps: Sequence[TaskStep] = planned.steps
-    slot = None
-    checkpoint = task.run.checkpoint
-    if checkpoint is not None:  # a run without one pays for nothing here
-        slot = _slot(task, checkpoint)
-        if slot is not None and slot.recorded is not None:
-            return await _restore(task, recorder, slot.recorded)
-        if slot is not None:
-            steps = _steps_to_run(checkpoint, state, slot)
-    # records logged during the task carry its log context (entered and left by hand: a
-    # `with` block keeps its bound __exit__ alive, an object more per waiting task)
-    recorder.log_in()
     try:
-        for step in planned.before_start:  # a gate may end the run before the task starts
-            await step(state)
-        try:  # a task that started always ends: a cancel while listeners hear the start too
-            await recorder.task_started()
-            if planned.source.timeout is None:  # inline: a coroutine less per running task
-                # by position: a tuple's iterator, alive while a step waits, is one more
-                # object for the garbage collector to walk; a range's is not tracked
-                for position in range(len(steps)):
-                    await steps[position](state)
-            else:
-                await _run_steps_within(state, steps, planned.source.timeout)
-        except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
-            if isinstance(error, RunPaused) and slot is not None and not error.task_key:
-                error.task_key = slot.key  # where a resumed run picks the task up
-            await recorder.task_failed(error)  # cancelled or ended early: still an ending
-            raise
-        event, output = recorder.completed(state.raw, state.parsed)
-        _keep(task, output)
-        if slot is not None:
-            await _record(task, slot, event, output)
-        await task.run.events.deliver(event)
-    finally:
-        recorder.log_out()
-    if state.late_failure is not None:
-        raise state.late_failure
-    if state.stop is not None:
-        raise state.stop
-    return output
+        planned = task.planned
+        recorder = TaskRecorder(task)
+        state = TaskState(task, recorder)
+        steps: Sequence[TaskStep] = planned.steps
+        slot = None
+        checkpoint = task.run.checkpoint
+        if checkpoint is not None:  # a run without one pays for nothing here
+            slot = _slot(task, checkpoint)
+            if slot is not None and slot.recorded is not None:
+                return await _restore(task, recorder, slot.recorded)
+            if slot is not None:
+                steps = _steps_to_run(checkpoint, state, slot)
+        # records logged during the task carry its log context (entered and left by hand: a
+        # `with` block keeps its bound __exit__ alive, an object more per waiting task)
+        recorder.log_in()
+        try:
+            for step in planned.before_start:  # a gate may end the run before the task starts
+                await step(state)
+            try:  # a task that started always ends: a cancel while listeners hear the start too
+                await recorder.task_started()
+                if planned.source.timeout is None:  # inline: a coroutine less per running task
+                    # by position, without an iterator: one would stay alive while a step
+                    # waits (a tuple's, one more object for the garbage collector to walk;
+                    # a range's, 48 bytes more per waiting task)
+                    position = 0
+                    while position < len(steps):
+                        await steps[position](state)
+                        position += 1
+                else:
+                    await _run_steps_within(state, steps, planned.source.timeout)
+            except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
+                if isinstance(error, RunPaused) and slot is not None and not error.task_key:
+                    error.task_key = slot.key  # where a resumed run picks the task up
+                await recorder.task_failed(error)  # cancelled or ended early: still an ending
+                raise
+            event, output = recorder.completed(state.raw, state.parsed)
+            _keep(task, output)
+            if slot is not None:
+                await _record(task, slot, event, output)
+            await task.run.events.deliver(event)
+        finally:
+            recorder.log_out()
+        if state.late_failure is not None:
+            raise state.late_failure
+        if state.stop is not None:
+            raise state.stop
+        return output
+    except (Exception, ControlFlowSignal) as error:
+        if on_error is not None:
+            on_error(error)
+        raise
 
 
 def _keep(task: TaskContext, output: TaskOutput[Any]) -> None:

@@ -15,8 +15,9 @@ skipped; it runs on the outputs of the others.
 
 from __future__ import annotations
 
+import contextvars
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
@@ -105,24 +106,60 @@ class DagRun:
         """Tasks that failed or were skipped."""
         self.failures: list[tuple[PlannedTask, Exception]] = []
         self.outputs: list[TaskOutput[Any]] = []
-        self._group: asyncio.TaskGroup | None = None
+        self._running: dict[asyncio.Task[TaskOutput[Any] | None], PlannedTask] = {}
+        self._on_done: Callable[[asyncio.Task[Any]], None] | None = None
+        self._on_error: Callable[[BaseException], None] | None = None
+        self._callbacks: contextvars.Context | None = None
+        self._idle: asyncio.Future[None] | None = None
+        self._cancelled = False
+        self._failing = False
+        """A task failed under FAIL_FAST (set as it raises, before it is settled)."""
+        self._base_error: BaseException | None = None
 
     async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput[Any], ...]:
         """Run `plan`, then what `on_drained` gives each time the graph drains; raise the
         failures at the end."""
-        import asyncio
-
-        batch = plan
-        while batch:
-            try:
-                async with asyncio.TaskGroup() as group:
-                    self._group = group
-                    self._add(batch)
-            finally:
-                self._group = None
-            batch = await self._drained()
+        # One done-callback (and one context to run it in) and one error hook for every task
+        # of the graph: bound methods made per task would be more objects per task in flight.
+        self._on_done, self._on_error = self._finished, self._halt
+        self._callbacks = contextvars.copy_context()
+        try:
+            batch = plan
+            while batch:
+                self._add(batch)
+                await self._all_finished()
+                batch = await self._drained()
+        finally:
+            self._on_done = self._on_error = None  # they refer to the run: no cycle outlives it
+            self._callbacks = None
         self._raise_failures()
         return tuple(self.outputs)
+
+    async def _all_finished(self) -> None:
+        """Wait until every started task has finished. When this run is cancelled, cancel
+        them, wait for them all the same (none outlives the run: each records its own end),
+        then raise the cancellation."""
+        import asyncio
+
+        cancelled: asyncio.CancelledError | None = None
+        while self._running:
+            self._idle = asyncio.get_running_loop().create_future()
+            try:
+                await self._idle
+            except asyncio.CancelledError as error:
+                cancelled = cancelled or error
+                self._cancel_all()
+        self._idle = None
+        if self._base_error is not None:
+            raise self._base_error
+        if cancelled is not None:
+            raise cancelled
+
+    def _cancel_all(self) -> None:
+        """Cancel every running task; nothing new starts after this."""
+        self._cancelled = True
+        for task in self._running:
+            task.cancel()
 
     async def _drained(self) -> Sequence[PlannedTask]:
         """The next tasks from `on_drained`; none when there is no hook or the run is
@@ -164,7 +201,7 @@ class DagRun:
         if self.run.stop.requested:  # ending early: nothing new starts
             return True
         if self.strategy is ParallelErrorStrategy.FAIL_FAST:
-            return bool(self.failures)
+            return self._failing
         context = planned.source.context
         if self.partial_inputs:
             return bool(context) and all(dependency in self.broken for dependency in context)
@@ -176,9 +213,10 @@ class DagRun:
         queue = deque(ready)
         while queue:
             planned = queue.popleft()
+            if self._cancelled:
+                return
             if not self._should_skip(planned):
-                if self._group is not None:
-                    self._group.create_task(self._execute(planned))
+                self._start(planned)
                 continue
             self._skip(planned)
             queue.extend(self._settle(planned))
@@ -193,31 +231,69 @@ class DagRun:
                 ready.append(dependent)
         return ready
 
-    async def _execute(self, planned: PlannedTask) -> None:
-        # One coroutine per task, holding its slot without a context manager: thousands of
-        # tasks wait at once here, and each live object is garbage-collector work.
+    def _start(self, planned: PlannedTask) -> None:
+        """Start a task as an asyncio task of its own, running `run_task` itself (not a
+        wrapper coroutine: thousands of tasks may wait at once, each frame kept alive);
+        `_finished` settles it. Under `max_concurrency` it first waits for a slot."""
+        import asyncio
+
         slots = self.run.task_slots
-        if slots is not None:
-            await slots.acquire()
-        try:
-            if self._should_skip(planned):  # a failure happened while it waited
+        coroutine = self._in_slot(slots, planned) if slots is not None else self._run(planned)
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._running[task] = planned
+        if self._on_done is not None:  # always set while the graph runs
+            task.add_done_callback(self._on_done, context=self._callbacks)
+
+    def _run(self, planned: PlannedTask) -> Coroutine[Any, Any, TaskOutput[Any]]:
+        context = context_outputs(planned, self.run.outputs, strict=False)
+        return run_task(
+            TaskContext(run=self.run, planned=planned, context_outputs=context), self._on_error
+        )
+
+    def _halt(self, error: BaseException) -> None:
+        """A task is raising `error`: stop the run now, before anything else starts (the task
+        is settled in `_finished`, a step later): an early end is requested, and under
+        FAIL_FAST a failure marks the run failing (a loop stops at its next turn)."""
+        if isinstance(error, ControlFlowSignal):
+            self.run.stop.request(error)
+        elif self.strategy is ParallelErrorStrategy.FAIL_FAST:
+            self._failing = True
+            self.run.stop.failing = True
+
+    async def _in_slot(
+        self, slots: asyncio.Semaphore, planned: PlannedTask
+    ) -> TaskOutput[Any] | None:
+        """Run the task in one of the run's slots; None when it is skipped after all (a
+        failure happened while it waited)."""
+        async with slots:
+            if self._should_skip(planned):
                 self._skip(planned)
-            else:
-                context = context_outputs(planned, self.run.outputs, strict=False)
-                try:
-                    output = await run_task(
-                        TaskContext(run=self.run, planned=planned, context_outputs=context)
-                    )
-                except ControlFlowSignal as signal:
-                    self._stopped(planned, signal)
-                except Exception as error:
-                    self._failed(planned, error)
-                else:
-                    self.outputs.append(output)
-        finally:
-            if slots is not None:
-                slots.release()
+                return None
+            return await self._run(planned)
+
+    def _finished(self, task: asyncio.Task[TaskOutput[Any] | None]) -> None:
+        """Settle a finished task: keep its output or its failure, start the dependents it
+        made ready, and wake the run when nothing is left running."""
+        planned = self._running.pop(task)
+        if task.cancelled():
+            if self._cancelled:  # with the run: its end is recorded, the run raises
+                self.broken.add(planned.source)
+            else:  # on its own (a tool cancelled the task it runs in): a failure
+                self._failed(planned, RuntimeError("the task was cancelled, not the run"))
+        elif (error := task.exception()) is None:
+            output = task.result()
+            if output is not None:
+                self.outputs.append(output)
+        elif isinstance(error, ControlFlowSignal):
+            self._stopped(planned, error)
+        elif isinstance(error, Exception):
+            self._failed(planned, error)
+        else:  # KeyboardInterrupt, SystemExit: stop everything and raise it
+            self._base_error = self._base_error or error
+            self._cancel_all()
         self._release(self._settle(planned))
+        if not self._running and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
     def _stopped(self, planned: PlannedTask, signal: ControlFlowSignal) -> None:
         """The run ends early; running tasks finish."""
@@ -232,7 +308,7 @@ class DagRun:
         self.failures.append((planned, error))
         self.broken.add(planned.source)
         if self.strategy is ParallelErrorStrategy.FAIL_FAST:
-            self.run.stop.failing = True
+            self._failing = self.run.stop.failing = True
 
     def _skip(self, planned: PlannedTask) -> None:
         logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
