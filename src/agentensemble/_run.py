@@ -232,14 +232,16 @@ async def run_ensemble(
         run = _with_checkpoint(run, ensemble, checkpoint)
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
+        planning = _plan(ensemble, shape, texts, run, run_inputs, compose)
+        del texts  # the plan holds them: this frame lives as long as the run, task per task
         if run.deadline is None:
-            plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
+            plan = await planning
             return await execute_run(plan, _with_team(run, plan), exporter)
         try:
-            async with asyncio.timeout_at(run.deadline) as planning:
-                plan = await _plan(ensemble, shape, texts, run, run_inputs, compose)
+            async with asyncio.timeout_at(run.deadline) as deadline:
+                plan = await planning
         except TimeoutError:
-            if not planning.expired():
+            if not deadline.expired():
                 raise
             return await _timed_out_while_planning(run, run_inputs, exporter)
         return await execute_run(plan, _with_team(run, plan), exporter)
