@@ -53,11 +53,7 @@ class AgentLoop:
 
     task: TaskContext
     recorder: TaskRecorder
-    model: ChatModel
     tools: ToolSet
-    settings: ModelSettings | None
-    limiter: RateLimiter | None
-    max_iterations: int
     messages: tuple[Message, ...]
     """The conversation so far (a tuple, sent as it is: no copy per call)."""
     tool_calls_made: int = 0
@@ -80,6 +76,31 @@ class AgentLoop:
     def add_message(self, message: Message) -> None:
         """Add a message to the conversation."""
         self.messages = (*self.messages, message)
+
+    # The planned task's own wiring, read through it rather than copied: thousands of
+    # loops may wait on their model at once, and each field is kept alive with them.
+
+    @property
+    def model(self) -> ChatModel:
+        agent = self.task.planned.agent
+        if agent is None:  # `_start` refuses a task without an agent
+            raise AssertionError("agent loop without an agent")
+        return agent.llm
+
+    @property
+    def max_iterations(self) -> int:
+        agent = self.task.planned.agent
+        if agent is None:  # `_start` refuses a task without an agent
+            raise AssertionError("agent loop without an agent")
+        return agent.max_iterations
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        return self.task.planned.settings
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        return self.task.planned.limiter
 
     @property
     def role(self) -> str:
@@ -131,7 +152,7 @@ async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
                 else:
                     response = await _call_model(loop, sent, settings)
                 seconds = time.perf_counter() - started
-                await _answered(loop, Turn(index, sent, _checked(loop, response), seconds))
+                await _answered(loop, index, sent, response, seconds)
             finally:
                 if admitted is not None:
                     admitted.settle()
@@ -141,11 +162,7 @@ async def _drive(loop: AgentLoop, answering: TaskState | None = None) -> None:
     except (AgentExecutionError, MaxIterationsExceededError):
         raise
     except Exception as error:
-        raise AgentExecutionError(
-            f"Agent '{loop.role}' failed: {describe_error(error)}",
-            agent_role=loop.role,
-            task_description=loop.task.planned.description,
-        ) from error
+        raise _agent_failed(loop, describe_error(error)) from error
     loop.answer = loop.current.message.text
     if answering is not None:
         answering.raw = answering.recorder.final_text(loop.answer)
@@ -174,8 +191,12 @@ async def _before_call(
     return sent, settings, admitted
 
 
-def _answered(loop: AgentLoop, turn: Turn) -> Awaitable[None]:
-    """Take the model's answer as the loop's latest turn, and record it."""
+def _answered(
+    loop: AgentLoop, index: int, sent: tuple[Message, ...], response: object, seconds: float
+) -> Awaitable[None]:
+    """Take the model's answer (once `_checked`) as the loop's latest turn, and record it.
+    (Given in parts, the turn made here: the waiting loop's frame needs less stack.)"""
+    turn = Turn(index, sent, _checked(loop, response), seconds)
     loop.turn = turn
     loop.add_message(turn.message)
     loop.response_type = _response_type(loop, turn.message)
@@ -192,14 +213,10 @@ def _start(state: TaskState, messages: tuple[Message, ...], *, with_tools: bool)
     return AgentLoop(
         task=task,
         recorder=state.recorder,
-        model=model,
         tools=tools,
         delegator=team.delegator(state, mode) if team and mode and tools else None,
         reviewer=reviewer_for(task, state.recorder) if tools else None,
         memory_store=_memory_store(task, state.recorder) if tools else None,
-        settings=planned.settings,
-        limiter=planned.limiter,
-        max_iterations=planned.agent.max_iterations,
         messages=messages,
         streaming=model
         if task.run.events.streams_tokens and isinstance(model, StreamingChatModel)
@@ -279,7 +296,11 @@ def _checked(loop: AgentLoop, response: object) -> ChatResponse:
         problem = (
             f"the model returned {_describe(response)}; a ChatModel must return a ChatResponse"
         )
-    raise AgentExecutionError(
+    raise _agent_failed(loop, problem)
+
+
+def _agent_failed(loop: AgentLoop, problem: str) -> AgentExecutionError:
+    return AgentExecutionError(
         f"Agent '{loop.role}' failed: {problem}",
         agent_role=loop.role,
         task_description=loop.task.planned.description,
