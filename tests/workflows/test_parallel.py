@@ -374,7 +374,51 @@ async def test_a_task_cancelled_on_its_own_fails_and_its_dependents_never_start(
         workflow=Workflow.PARALLEL,
         listeners=[Watch()],
     )
-    with pytest.raises(TaskExecutionError, match="Doomed.*cancelled, not the run") as raised:
+    with pytest.raises(TaskExecutionError, match=r"Doomed.*cancelled, not the run") as raised:
         await asyncio.wait_for(ensemble.arun(), TIMEOUT)
     assert sorted(calls) == ["Doomed", "Other"]
     assert [output.raw for output in raised.value.completed_outputs] == ["Other done"]
+
+
+async def test_under_fail_fast_a_failure_before_any_wait_keeps_its_siblings_from_starting() -> None:
+    calls: list[str] = []
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        name = task_name(messages)
+        calls.append(name)
+        if name == "A":
+            raise RuntimeError("A broke")
+        return f"{name} done"
+
+    ensemble = Ensemble(
+        tasks=[Task("A"), Task("B"), Task("C")],
+        llm=FunctionModel(reply),
+        workflow=Workflow.PARALLEL,
+    )
+    with pytest.raises(TaskExecutionError, match="A broke") as raised:
+        await ensemble.arun()
+    assert calls == ["A"]  # B and C were created with A, and skipped before their first step
+    assert list(raised.value.completed_outputs) == []
+
+
+async def test_an_error_in_the_schedulers_own_bookkeeping_ends_the_run_instead_of_hanging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentensemble.workflows import _parallel
+
+    real = _parallel.context_outputs
+
+    def broken_for_c(planned, outputs, *, strict):  # type: ignore[no-untyped-def]
+        if planned.description == "C":
+            raise LookupError("bookkeeping broke")
+        return real(planned, outputs, strict=strict)
+
+    monkeypatch.setattr(_parallel, "context_outputs", broken_for_c)
+    a = Task("A")
+    ensemble = Ensemble(
+        tasks=[a, Task("B"), Task("C", context=[a])],
+        llm=FunctionModel(lambda messages, tools: "done"),
+        workflow=Workflow.PARALLEL,
+    )
+    with pytest.raises(LookupError, match="bookkeeping broke"):
+        await asyncio.wait_for(ensemble.arun(), TIMEOUT)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
@@ -114,7 +115,11 @@ class DagRun:
         self._cancelled = False
         self._failing = False
         """A task failed under FAIL_FAST (set as it raises, before it is settled)."""
-        self._base_error: BaseException | None = None
+        self._unstarted: set[asyncio.Task[Any]] = set()
+        """Tasks cancelled before their first step because the run stopped: skipped."""
+        self._error: BaseException | None = None
+        """What stops the graph other than its tasks' failures: a KeyboardInterrupt in a task,
+        an error in the scheduler's own bookkeeping."""
 
     async def execute(self, plan: Sequence[PlannedTask]) -> tuple[TaskOutput[Any], ...]:
         """Run `plan`, then what `on_drained` gives each time the graph drains; raise the
@@ -126,8 +131,13 @@ class DagRun:
         try:
             batch = plan
             while batch:
-                self._add(batch)
-                await self._all_finished()
+                try:
+                    self._add(batch)
+                except BaseException:  # a bad batch: what it started stops too
+                    self._cancel_all()
+                    raise
+                finally:
+                    await self._all_finished()
                 batch = await self._drained()
         finally:
             self._on_done = self._on_error = None  # they refer to the run: no cycle outlives it
@@ -150,8 +160,8 @@ class DagRun:
                 cancelled = cancelled or error
                 self._cancel_all()
         self._idle = None
-        if self._base_error is not None:
-            raise self._base_error
+        if self._error is not None:
+            raise self._error
         if cancelled is not None:
             raise cancelled
 
@@ -239,10 +249,11 @@ class DagRun:
 
         slots = self.run.task_slots
         coroutine = self._in_slot(slots, planned) if slots is not None else self._run(planned)
+        if self._on_done is None:  # set for as long as the graph runs
+            raise AssertionError("DagRun: a task started outside execute()")
         task = asyncio.get_running_loop().create_task(coroutine)
         self._running[task] = planned
-        if self._on_done is not None:  # always set while the graph runs
-            task.add_done_callback(self._on_done, context=self._callbacks)
+        task.add_done_callback(self._on_done, context=self._callbacks)
 
     def _run(self, planned: PlannedTask) -> Coroutine[Any, Any, TaskOutput[Any]]:
         context = context_outputs(planned, self.run.outputs, strict=False)
@@ -259,6 +270,17 @@ class DagRun:
         elif self.strategy is ParallelErrorStrategy.FAIL_FAST:
             self._failing = True
             self.run.stop.failing = True
+        else:
+            return
+        self._skip_unstarted()
+
+    def _skip_unstarted(self) -> None:
+        """Tasks created but not yet started (released in the same step) never start: each
+        is cancelled before its first step and settled as skipped."""
+        for task in self._running:
+            if task not in self._unstarted and _not_started(task):
+                self._unstarted.add(task)
+                task.cancel()
 
     async def _in_slot(
         self, slots: asyncio.Semaphore, planned: PlannedTask
@@ -273,10 +295,27 @@ class DagRun:
 
     def _finished(self, task: asyncio.Task[TaskOutput[Any] | None]) -> None:
         """Settle a finished task: keep its output or its failure, start the dependents it
-        made ready, and wake the run when nothing is left running."""
-        planned = self._running.pop(task)
+        made ready, and wake the run when nothing is left running. (A done-callback: what it
+        raises would only be logged by the loop, so it stops the graph instead.)"""
+        try:
+            planned = self._running.pop(task)
+            self._take_outcome(task, planned)
+            self._release(self._settle(planned))
+        except BaseException as error:
+            self._error = self._error or error
+            self._cancel_all()
+        finally:
+            if not self._running and self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
+
+    def _take_outcome(
+        self, task: asyncio.Task[TaskOutput[Any] | None], planned: PlannedTask
+    ) -> None:
         if task.cancelled():
-            if self._cancelled:  # with the run: its end is recorded, the run raises
+            if task in self._unstarted:  # the run stopped before it started
+                self._unstarted.discard(task)
+                self._skip(planned)
+            elif self._cancelled:  # with the run: its end is recorded, the run raises
                 self.broken.add(planned.source)
             else:  # on its own (a tool cancelled the task it runs in): a failure
                 self._failed(planned, RuntimeError("the task was cancelled, not the run"))
@@ -289,11 +328,8 @@ class DagRun:
         elif isinstance(error, Exception):
             self._failed(planned, error)
         else:  # KeyboardInterrupt, SystemExit: stop everything and raise it
-            self._base_error = self._base_error or error
+            self._error = self._error or error
             self._cancel_all()
-        self._release(self._settle(planned))
-        if not self._running and self._idle is not None and not self._idle.done():
-            self._idle.set_result(None)
 
     def _stopped(self, planned: PlannedTask, signal: ControlFlowSignal) -> None:
         """The run ends early; running tasks finish."""
@@ -334,3 +370,9 @@ class DagRun:
             agent_role=planned.role,
             completed_outputs=completed,
         ) from error
+
+
+def _not_started(task: asyncio.Task[Any]) -> bool:
+    """Whether the task's coroutine has not taken its first step yet."""
+    coroutine = task.get_coro()
+    return iscoroutine(coroutine) and getcoroutinestate(coroutine) == CORO_CREATED
