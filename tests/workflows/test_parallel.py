@@ -422,3 +422,23 @@ async def test_an_error_in_the_schedulers_own_bookkeeping_ends_the_run_instead_o
     )
     with pytest.raises(LookupError, match="bookkeeping broke"):
         await asyncio.wait_for(ensemble.arun(), TIMEOUT)
+
+
+async def test_under_fail_fast_a_task_cancelling_itself_keeps_its_siblings_from_starting() -> None:
+    calls: list[str] = []
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        name = task_name(messages)
+        calls.append(name)
+        if name == "A":
+            raise asyncio.CancelledError  # its own cancellation, before any wait
+        return f"{name} done"
+
+    ensemble = Ensemble(
+        tasks=[Task("A"), Task("B"), Task("C")],
+        llm=FunctionModel(reply),
+        workflow=Workflow.PARALLEL,
+    )
+    with pytest.raises(TaskExecutionError, match="cancelled, not the run"):
+        await ensemble.arun()
+    assert calls == ["A"]

@@ -95,9 +95,9 @@ async def run_task(
     before the start (a before-review gate) may end the run without the task starting; a
     step may also let the task complete and then end the run (`TaskState.stop`).
 
-    `on_error` is called with the failure or control-flow signal the task raises (not a
-    cancellation) in the same step, before it propagates: a scheduler that settles its
-    tasks later, in a done callback, can still stop the run before anything else starts.
+    `on_error` is called with the failure, control-flow signal or cancellation the task
+    raises, in the same step, before it propagates: a scheduler that settles its tasks
+    later, in a done callback, can still stop the run before anything else starts.
     """
     try:
         planned = task.planned
@@ -147,7 +147,7 @@ async def run_task(
         if state.stop is not None:
             raise state.stop
         return output
-    except (Exception, ControlFlowSignal) as error:
+    except (Exception, asyncio.CancelledError, ControlFlowSignal) as error:
         if on_error is not None:
             on_error(error)
         raise

@@ -116,6 +116,7 @@ class DagRun:
         self._failing = False
         """A task failed under FAIL_FAST (set as it raises, before it is settled)."""
         self._unstarted: set[asyncio.Task[Any]] = set()
+        self._swept = False
         """Tasks cancelled before their first step because the run stopped: skipped."""
         self._error: BaseException | None = None
         """What stops the graph other than its tasks' failures: a KeyboardInterrupt in a task,
@@ -133,11 +134,10 @@ class DagRun:
             while batch:
                 try:
                     self._add(batch)
-                except BaseException:  # a bad batch: what it started stops too
+                except BaseException as error:  # a bad batch: what it started stops too
+                    self._error = self._error or error
                     self._cancel_all()
-                    raise
-                finally:
-                    await self._all_finished()
+                await self._all_finished()
                 batch = await self._drained()
         finally:
             self._on_done = self._on_error = None  # they refer to the run: no cycle outlives it
@@ -247,10 +247,10 @@ class DagRun:
         `_finished` settles it. Under `max_concurrency` it first waits for a slot."""
         import asyncio
 
-        slots = self.run.task_slots
-        coroutine = self._in_slot(slots, planned) if slots is not None else self._run(planned)
         if self._on_done is None:  # set for as long as the graph runs
             raise AssertionError("DagRun: a task started outside execute()")
+        slots = self.run.task_slots
+        coroutine = self._in_slot(slots, planned) if slots is not None else self._run(planned)
         task = asyncio.get_running_loop().create_task(coroutine)
         self._running[task] = planned
         task.add_done_callback(self._on_done, context=self._callbacks)
@@ -264,21 +264,29 @@ class DagRun:
     def _halt(self, error: BaseException) -> None:
         """A task is raising `error`: stop the run now, before anything else starts (the task
         is settled in `_finished`, a step later): an early end is requested, and under
-        FAIL_FAST a failure marks the run failing (a loop stops at its next turn)."""
+        FAIL_FAST a failure (a task's own cancellation too) marks the run failing (a loop
+        stops at its next turn)."""
+        import asyncio
+
         if isinstance(error, ControlFlowSignal):
             self.run.stop.request(error)
+        elif isinstance(error, asyncio.CancelledError) and self._cancelled:
+            return  # cancelled with the run
         elif self.strategy is ParallelErrorStrategy.FAIL_FAST:
-            self._failing = True
-            self.run.stop.failing = True
+            self._failing = self.run.stop.failing = True
         else:
             return
         self._skip_unstarted()
 
     def _skip_unstarted(self) -> None:
         """Tasks created but not yet started (released in the same step) never start: each
-        is cancelled before its first step and settled as skipped."""
+        is cancelled before its first step and settled as skipped. Once is enough: nothing
+        new starts after a halt."""
+        if self._swept:
+            return
+        self._swept = True
         for task in self._running:
-            if task not in self._unstarted and _not_started(task):
+            if _not_started(task):
                 self._unstarted.add(task)
                 task.cancel()
 
