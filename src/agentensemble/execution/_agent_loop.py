@@ -38,6 +38,7 @@ from agentensemble.tools._context import Delegator, Reviewer
 from agentensemble.tools._resolve import NO_TOOLS, ToolSet
 
 if TYPE_CHECKING:
+    from agentensemble.agent import Agent
     from agentensemble.execution._budget import ModelCall
     from agentensemble.execution._context import TaskContext
     from agentensemble.execution._recorder import TaskRecorder
@@ -81,18 +82,19 @@ class AgentLoop:
     # loops may wait on their model at once, and each field is kept alive with them.
 
     @property
-    def model(self) -> ChatModel:
+    def agent(self) -> Agent:
         agent = self.task.planned.agent
         if agent is None:  # `_start` refuses a task without an agent
             raise AssertionError("agent loop without an agent")
-        return agent.llm
+        return agent
+
+    @property
+    def model(self) -> ChatModel:
+        return self.agent.llm
 
     @property
     def max_iterations(self) -> int:
-        agent = self.task.planned.agent
-        if agent is None:  # `_start` refuses a task without an agent
-            raise AssertionError("agent loop without an agent")
-        return agent.max_iterations
+        return self.agent.max_iterations
 
     @property
     def settings(self) -> ModelSettings | None:
