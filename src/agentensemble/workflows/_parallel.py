@@ -116,8 +116,9 @@ class DagRun:
         self._failing = False
         """A task failed under FAIL_FAST (set as it raises, before it is settled)."""
         self._unstarted: set[asyncio.Task[Any]] = set()
-        self._swept = False
         """Tasks cancelled before their first step because the run stopped: skipped."""
+        self._swept = False
+        """Whether the unstarted tasks were swept (at the first halt: nothing starts after)."""
         self._error: BaseException | None = None
         """What stops the graph other than its tasks' failures: a KeyboardInterrupt in a task,
         an error in the scheduler's own bookkeeping."""
