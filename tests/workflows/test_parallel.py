@@ -6,6 +6,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import pytest
 
@@ -404,16 +405,20 @@ async def test_under_fail_fast_a_failure_before_any_wait_keeps_its_siblings_from
 async def test_an_error_in_the_schedulers_own_bookkeeping_ends_the_run_instead_of_hanging(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentensemble.workflows import _parallel
+    from agentensemble.execution._context import RunOutputs
+    from agentensemble.execution._planning import PlannedTask
+    from agentensemble.execution._task_runner import context_outputs
+    from agentensemble.outputs import TaskOutput
 
-    real = _parallel.context_outputs
-
-    def broken_for_c(planned, outputs, *, strict):  # type: ignore[no-untyped-def]
+    def broken_for_c(
+        planned: PlannedTask, outputs: RunOutputs, *, strict: bool
+    ) -> tuple[TaskOutput[Any], ...]:
         if planned.description == "C":
             raise LookupError("bookkeeping broke")
-        return real(planned, outputs, strict=strict)
+        return context_outputs(planned, outputs, strict=strict)
 
-    monkeypatch.setattr(_parallel, "context_outputs", broken_for_c)
+    # the DAG's own reading of a task's context: a fault in the scheduler, not in a task
+    monkeypatch.setattr("agentensemble.workflows._parallel.context_outputs", broken_for_c)
     a = Task("A")
     ensemble = Ensemble(
         tasks=[a, Task("B"), Task("C", context=[a])],
