@@ -221,11 +221,11 @@ class DagRun:
     def _release(self, ready: list[PlannedTask]) -> None:
         """Start tasks whose dependencies have settled; skip those that must be skipped and
         settle them in turn (a work list, so a long chain of skips cannot overflow the stack)."""
+        if self._cancelled:
+            return
         queue = deque(ready)
         while queue:
             planned = queue.popleft()
-            if self._cancelled:
-                return
             if not self._should_skip(planned):
                 self._start(planned)
                 continue
@@ -271,12 +271,16 @@ class DagRun:
 
         if isinstance(error, ControlFlowSignal):
             self.run.stop.request(error)
+            self._skip_unstarted()
         elif isinstance(error, asyncio.CancelledError) and self._cancelled:
             return  # cancelled with the run
         elif self.strategy is ParallelErrorStrategy.FAIL_FAST:
-            self._failing = self.run.stop.failing = True
-        else:
-            return
+            self._fail_fast()
+
+    def _fail_fast(self) -> None:
+        """A failure under FAIL_FAST: the run is failing (a loop stops at its next turn) and
+        nothing new starts."""
+        self._failing = self.run.stop.failing = True
         self._skip_unstarted()
 
     def _skip_unstarted(self) -> None:
@@ -353,7 +357,7 @@ class DagRun:
         self.failures.append((planned, error))
         self.broken.add(planned.source)
         if self.strategy is ParallelErrorStrategy.FAIL_FAST:
-            self._failing = self.run.stop.failing = True
+            self._fail_fast()  # already done as it raised, unless it failed outside its task
 
     def _skip(self, planned: PlannedTask) -> None:
         logger.info("Task %d skipped: %s", planned.index, planned.description[:80])
