@@ -215,10 +215,15 @@ def task_event_maker(kind: type[AnyTaskEvent]) -> Callable[..., AnyTaskEvent]:
     ``make(ids, seq, timestamp, **fields)``, with the task's `TaskIds` and the event's own
     fields by keyword (made at its first use, see `direct_maker`: a task emits several
     events, and building each is a good part of the engine's cost per task)."""
-    maker: Callable[..., AnyTaskEvent] | None = vars(kind).get("_task_event_maker")
-    if maker is None:
-        maker = direct_maker(kind, TASK_ID_FIELDS, ("seq", "timestamp"))
-        setattr(kind, "_task_event_maker", maker)  # noqa: B010  (a class attribute, not a field)
+    # kept on the class with the class it was made for: a subclass inherits the attribute
+    # but needs its own maker (getattr, because `vars(kind)` builds a proxy at every event)
+    made: tuple[type[Any], Callable[..., AnyTaskEvent]] | None = getattr(
+        kind, "_task_event_maker", None
+    )
+    if made is not None and made[0] is kind:
+        return made[1]
+    maker = direct_maker(kind, TASK_ID_FIELDS, ("seq", "timestamp"))
+    setattr(kind, "_task_event_maker", (kind, maker))  # noqa: B010  (a class attribute)
     return maker
 
 
