@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -308,9 +309,10 @@ class Ensemble(EnsembleSettings):
         the recorded inputs when `inputs` is None). A run that paused at a review
         (exit reason ``PAUSED``) is resumed with the `decision` on that review.
         """
-        from agentensemble._calling import import_off_loop
+        if "agentensemble._run" not in sys.modules:  # the engine loads on the first run
+            from agentensemble._calling import import_off_loop
 
-        await import_off_loop("agentensemble._run")  # the engine loads on the first run
+            await import_off_loop("agentensemble._run")
         from agentensemble._run import run_ensemble
 
         dashboard = self.web_dashboard
