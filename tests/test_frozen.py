@@ -100,3 +100,91 @@ def test_direct_maker_refuses_a_field_the_class_does_not_have() -> None:
 
     with pytest.raises(TypeError, match="Point has no field 'z'"):
         direct_maker(Point, packed=("x", "z"))
+
+
+@direct_init
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Too few fields for the twin: each slot is set through its descriptor."""
+
+    left: int
+    right: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Base:
+    kind: str
+    size: int = 0
+
+
+@direct_init
+@dataclass(frozen=True, slots=True)
+class Derived(_Base):
+    """A frozen base's fields too: the base's frozen __setattr__ must not see the build."""
+
+    colour: str = "red"
+    weight: int = 1
+
+
+def test_small_and_derived_classes_are_exactly_their_class_and_stay_frozen() -> None:
+    from agentensemble._frozen import _building_twin
+
+    assert _building_twin(Derived) is not None  # built as its twin
+    pair, derived = Pair(1, 2), Derived("box", 3, weight=7)
+    assert type(pair) is Pair
+    assert type(derived) is Derived
+    assert (pair.left, pair.right) == (1, 2)
+    assert (derived.kind, derived.size, derived.colour, derived.weight) == ("box", 3, "red", 7)
+    for instance, name in ((pair, "left"), (derived, "kind"), (derived, "colour")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(instance, name, 0)
+    assert derived == Derived("box", 3, "red", 7)
+    assert pickle.loads(pickle.dumps(derived)) == derived
+
+
+def test_a_generic_class_is_built_as_its_twin_and_keeps_its_parameters() -> None:
+    from typing import Generic, TypeVar
+
+    value_type = TypeVar("value_type")
+
+    @direct_init
+    @dataclass(frozen=True, slots=True)
+    class Box(Generic[value_type]):
+        value: value_type
+        label: str = ""
+        count: int = 0
+        extra: tuple[str, ...] = ()
+
+    box: Box[int] = Box(5, "five")
+    assert type(box) is Box
+    assert (box.value, box.label) == (5, "five")
+    assert getattr(Box, "__parameters__", None) == (value_type,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        box.value = 6  # type: ignore[misc]
+
+
+def test_a_class_whose_twin_cannot_be_made_is_built_through_its_descriptors() -> None:
+    class Closed:
+        __slots__ = ()
+
+        def __init_subclass__(cls, **kwargs: object) -> None:
+            if cls.__name__.endswith("Building"):
+                raise TypeError("no subclasses here")
+            super().__init_subclass__(**kwargs)
+
+    @direct_init
+    @dataclass(frozen=True, slots=True)
+    class Sealed(Closed):
+        a: int
+        b: int = 0
+        c: int = 0
+        d: int = 0
+
+    from agentensemble._frozen import _building_twin
+
+    assert _building_twin(Sealed) is None
+    sealed = Sealed(1, 2, 3, 4)
+    assert type(sealed) is Sealed
+    assert (sealed.a, sealed.d) == (1, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sealed.a = 5  # type: ignore[misc]
