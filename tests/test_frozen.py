@@ -188,3 +188,25 @@ def test_a_class_whose_twin_cannot_be_made_is_built_through_its_descriptors() ->
     assert (sealed.a, sealed.d) == (1, 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         sealed.a = 5  # type: ignore[misc]
+
+
+def test_direct_new_takes_the_class_arguments_and_a_subclass_gets_its_own() -> None:
+    from agentensemble._frozen import direct_new
+
+    point = direct_new(Point)(3, y=-4, scale=2)
+    assert point == Point(3, -4, scale=2)
+    assert type(point) is Point
+    assert point._norm == 7  # __post_init__ ran
+    assert direct_new(Point) is direct_new(Point)  # made once, kept on the class
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        direct_new(Point)(1, z=2)  # type: ignore[call-arg]
+
+    @dataclass(frozen=True, slots=True)
+    class Tagged(Point):
+        tag: str = "t"
+
+    tagged = direct_new(Tagged)(1, tag="new")
+    assert type(tagged) is Tagged
+    assert (tagged.x, tagged.tag, tagged._norm) == (1, "new", 1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tagged.tag = "changed"  # type: ignore[misc]

@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from types import MemberDescriptorType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
-__all__ = ["direct_init", "direct_maker"]
+__all__ = ["direct_init", "direct_maker", "direct_new"]
 
 C = TypeVar("C", bound=type)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def direct_init(cls: C) -> C:
@@ -52,6 +53,25 @@ def direct_init(cls: C) -> C:
     return cls
 
 
+def direct_new(cls: Callable[P, T]) -> Callable[P, T]:
+    """The constructor of the frozen, slotted dataclass `cls` for the engine's hot paths:
+    called with the class's own arguments, but a plain function, so a call with keywords
+    passes them without a dict (calling a class puts them in one, which ``__init__`` then
+    unpacks: a third of the cost of an instance with a dozen fields). Made at its first use
+    and kept on the class; ``__post_init__`` runs as in ``__init__``.
+
+    A call with more than 15 keywords is compiled into a call with a dict again: pass the
+    fields that keep their default by omitting them."""
+    kind = cast("type[Any]", cls)
+    made: tuple[type[Any], Callable[P, T]] | None = getattr(kind, "_direct_new", None)
+    if made is not None and made[0] is kind:  # a subclass inherits the attribute, not the use
+        return made[1]
+    _check_generatable(kind)
+    new: Callable[P, T] = _generated(kind, allocate=True)
+    setattr(kind, "_direct_new", (kind, new))  # noqa: B010  (a class attribute, not a field)
+    return new
+
+
 def direct_maker(
     cls: type[T], packed: tuple[str, ...], leading: tuple[str, ...] = ()
 ) -> Callable[..., T]:
@@ -72,10 +92,15 @@ def direct_maker(
 
 
 def _generated(
-    cls: type[Any], *, packed: tuple[str, ...] | None = None, leading: tuple[str, ...] = ()
+    cls: type[Any],
+    *,
+    packed: tuple[str, ...] | None = None,
+    leading: tuple[str, ...] = (),
+    allocate: bool = False,
 ) -> Any:
-    """The ``__init__`` of `cls` that sets each slot directly; with `packed`, the
-    `direct_maker` constructor instead (every other field keyword-only)."""
+    """The ``__init__`` of `cls` that sets each slot directly; with `allocate`, the
+    `direct_new` constructor (the same arguments); with `packed`, the `direct_maker`
+    constructor (every other field keyword-only)."""
     params: dict[str, Any] = {"_missing": dataclasses.MISSING, "_cls": cls, "_new": object.__new__}
     positional: list[str] = []
     keywords: list[str] = []
@@ -101,15 +126,18 @@ def _generated(
             body.append(f"    _set_{field}(self, {value})\n")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()\n")
-    if packed is None:
+    new = "    self = _new(_building)\n" if building is not None else "    self = _new(_cls)\n"
+    if packed is not None:
+        name, head = "make", ["values", *leading]
+        unpack = [f"    ({', '.join(packed)},) = values\n"] if packed else []
+        body = [new, *unpack, *body, "    return self\n"]
+    elif allocate:
+        name, head = "new", []
+        body = [new, *body, "    return self\n"]
+    else:
         name, head = "__init__", ["self"]
         if building is not None:
             body.insert(0, "    _become(self, _building)\n")
-    else:
-        name, head = "make", ["values", *leading]
-        unpack = [f"    ({', '.join(packed)},) = values\n"] if packed else []
-        new = "    self = _new(_building)\n" if building is not None else "    self = _new(_cls)\n"
-        body = [new, *unpack, *body, "    return self\n"]
     arguments = [*head, *positional, *(["*", *keywords] if keywords else [])]
     lines = [f"def {name}({', '.join(arguments)}):\n", *(body or ["    return None\n"])]
     exec("".join(lines), params)  # generated from the class's own fields, as dataclasses does

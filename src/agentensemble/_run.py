@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentensemble._calling import finish_even_if_cancelled, sync_pool
 from agentensemble._control import find_signal
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import direct_init, direct_new
 from agentensemble._inputs import Inputs, check_inputs
 from agentensemble._logging import get_logger
 from agentensemble._unset import is_given, resolved
@@ -524,7 +524,7 @@ def _run_context(
         verbose_roles=shape.verbose_roles,
         tool_log_truncate_length=truncate,
     )
-    return RunContext(
+    return direct_new(RunContext)(
         run_id=options.run_id or new_run_id(),
         events=EventDispatcher(_listeners(ensemble, options), folds=(logs,)),
         verbose=ensemble.verbose,
@@ -609,14 +609,14 @@ async def _plan(
             _RunPlanner(ensemble, run, inputs, synthesis, planned=planned, added=added)
         )
     else:
-        request = ExecutorRequest(
+        request = direct_new(ExecutorRequest)(
             groups=groups,
             settings=_workflow_settings(ensemble, run),
             team=team,
             workflows=WORKFLOWS,
         )
         executor = await spec.build(request)
-    return RunPlan(
+    return direct_new(RunPlan)(
         name=ensemble.name,
         workflow_label=composed.workflow_label if composed else spec.name,
         tasks=planned,
@@ -736,7 +736,7 @@ async def _with_loops(
 
 def _workflow_settings(ensemble: Ensemble, run: RunContext) -> WorkflowSettings:
     """The ensemble's settings as a workflow reads them."""
-    return WorkflowSettings(
+    return direct_new(WorkflowSettings)(
         parallel_error_strategy=ensemble.parallel_error_strategy,
         llm=ensemble.model,
         limiter=run.limiters.ensemble,
@@ -917,7 +917,7 @@ async def execute_run(
         raise failure
     if interrupted is not None:
         raise interrupted
-    return EnsembleOutput(
+    return direct_new(EnsembleOutput)(
         task_outputs=run.outputs.completed(),
         total_duration=trace.total_duration,
         exit_reason=reason,
@@ -965,7 +965,7 @@ async def _checkpoint_ended(
 
 async def _announce_start(plan: RunPlan, run: RunContext) -> None:
     await run.events.emit(
-        EnsembleStartedEvent(
+        direct_new(EnsembleStartedEvent)(
             ensemble_id=run.run_id,
             seq=run.events.next_seq(),
             workflow=plan.workflow_label,
@@ -1016,7 +1016,7 @@ def _ending(
     run) what its executor adds to the trace."""
     synthesis = tuple(plan.synthesis.interactions)
     metrics = run.trace.metrics(synthesis)
-    ended = EnsembleCompletedEvent(
+    ended = direct_new(EnsembleCompletedEvent)(
         ensemble_id=run.run_id,
         seq=run.events.next_seq(),
         duration=duration,

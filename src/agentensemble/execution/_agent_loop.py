@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentensemble._frozen import direct_new
 from agentensemble.errors import AgentExecutionError, MaxIterationsExceededError, describe_error
 from agentensemble.execution._hooks import before_model_call
 from agentensemble.execution._memory import RecordedStore
@@ -212,7 +213,7 @@ def _start(state: TaskState, messages: tuple[Message, ...], *, with_tools: bool)
     model = planned.agent.llm
     tools = planned.tools if with_tools and planned.tools is not None else NO_TOOLS
     team, mode = task.run.team, planned.delegates
-    return AgentLoop(
+    return direct_new(AgentLoop)(
         task=task,
         recorder=state.recorder,
         tools=tools,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import direct_init, direct_new
 from agentensemble.agent import Agent, synthesized_agent
 from agentensemble.delegation._tools import DELEGATE
 from agentensemble.errors import PromptTemplateError, ValidationError
@@ -323,7 +323,7 @@ async def plan_tasks(
                 else await _synthesize(task, description, llm, synthesizer, run, synthesis)
             )
         planned.append(
-            PlannedTask(
+            direct_new(PlannedTask)(
                 source=task,
                 index=index,
                 total=count,

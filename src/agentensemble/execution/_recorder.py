@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import direct_init, direct_new
 from agentensemble._logging import enter_task_log, get_logger, leave_task_log
 from agentensemble.execution._facts import CapabilityFacts, failure_reason
 from agentensemble.models import AssistantMessage, ChatResponse, Message, ToolCall, model_name_of
@@ -142,7 +142,7 @@ class TaskRecorder(CapabilityFacts):
         self.events.record(event)
         task = self.task
         trace, metrics = task.run.trace.task_result(task.task_id)
-        return TaskOutput(
+        return direct_new(TaskOutput)(
             raw=event.raw,
             task_description=task.planned.description,
             agent_role=self.role,

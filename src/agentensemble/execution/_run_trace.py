@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentensemble._calling import call_user_code
+from agentensemble._frozen import direct_new
 from agentensemble._logging import get_logger
 from agentensemble.agent import Agent
 from agentensemble.errors import (
@@ -30,7 +31,7 @@ logger = get_logger("agentensemble.traces")
 
 def agent_summary(agent: Agent) -> AgentSummary:
     """An agent as the trace lists it."""
-    return AgentSummary(
+    return direct_new(AgentSummary)(
         role=agent.role,
         goal=agent.goal,
         background=agent.background,

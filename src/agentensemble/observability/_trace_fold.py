@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from agentensemble._frozen import direct_new
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._events import (
@@ -169,7 +170,7 @@ class _Task:
         self.memory_time = _NO_TIME
 
     def metrics(self, cost: CostConfiguration | None) -> TaskMetrics:
-        return TaskMetrics(
+        return direct_new(TaskMetrics)(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             total_tokens=add_known(self.input_tokens, self.output_tokens),
@@ -283,7 +284,7 @@ class TraceFold:
                 )
             traces.append(done[0])
         metrics = self.metrics(completed.agent_synthesis)
-        return ExecutionTrace(
+        return direct_new(ExecutionTrace)(
             ensemble_id=started.ensemble_id,
             workflow=started.workflow,
             capture_mode=started.capture_mode,
@@ -387,7 +388,9 @@ class TraceFold:
         final_output: str,
         parsed_output: Any = None,
     ) -> TaskTrace:
-        return TaskTrace(
+        # fifteen keywords at most: a call with more passes them in a dict (the delegations
+        # and memory operations of the few tasks that have any are added after)
+        trace = direct_new(TaskTrace)(
             task_index=task.index,
             agent_role=task.agent_role,
             task_description=task.description,
@@ -399,14 +402,17 @@ class TraceFold:
             if task.user_prompt is None
             else PromptTrace(system=task.system_prompt, user=task.user_prompt),
             llm_interactions=tuple([self._interaction(call) for call in task.calls]),
-            delegations=tuple(task.delegations),
-            memory_operations=tuple(task.memory),
             final_output=final_output,
             parsed_output=parsed_output,
             metrics=metrics,
             name=task.name,
             node_type=task.node_type,
             map_reduce_level=task.map_reduce_level,
+        )
+        if not task.delegations and not task.memory:
+            return trace
+        return dataclasses.replace(
+            trace, delegations=tuple(task.delegations), memory_operations=tuple(task.memory)
         )
 
     # ---- model and tool calls --------------------------------------------------------------
@@ -467,7 +473,7 @@ class TraceFold:
         omit_text = (
             completed.response_type == "FINAL_ANSWER" and self._capture is not CaptureMode.FULL
         )
-        return LlmInteraction(
+        return direct_new(LlmInteraction)(
             iteration_index=completed.iteration_index,
             started_at=started_at,
             completed_at=started_at + completed.latency,

@@ -22,6 +22,7 @@ from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
 from typing import TYPE_CHECKING, Any
 
 from agentensemble._control import ControlFlowSignal
+from agentensemble._frozen import direct_new
 from agentensemble._logging import get_logger
 from agentensemble.enums import ParallelErrorStrategy, Workflow
 from agentensemble.errors import ParallelExecutionError, TaskExecutionError
@@ -259,7 +260,8 @@ class DagRun:
     def _run(self, planned: PlannedTask) -> Coroutine[Any, Any, TaskOutput[Any]]:
         context = context_outputs(planned, self.run.outputs, strict=False)
         return run_task(
-            TaskContext(run=self.run, planned=planned, context_outputs=context), self._on_error
+            direct_new(TaskContext)(run=self.run, planned=planned, context_outputs=context),
+            self._on_error,
         )
 
     def _halt(self, error: BaseException) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentensemble._frozen import direct_new
 from agentensemble.enums import Workflow
 from agentensemble.execution._context import RunContext, TaskContext
 from agentensemble.execution._planning import PlannedTask
@@ -32,7 +33,7 @@ class SequentialExecutor:
             context = context_outputs(planned, run.outputs, strict=True)
             async with run.task_slot():
                 output = await run_in_turn(
-                    TaskContext(run=run, planned=planned, context_outputs=context)
+                    direct_new(TaskContext)(run=run, planned=planned, context_outputs=context)
                 )
             if output is not None:
                 outputs.append(output)
