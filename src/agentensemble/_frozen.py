@@ -62,13 +62,18 @@ def direct_new(cls: Callable[P, T]) -> Callable[P, T]:
 
     A call with more than 15 keywords is compiled into a call with a dict again: pass the
     fields that keep their default by omitting them."""
-    kind = cast("type[Any]", cls)
-    made: tuple[type[Any], Callable[P, T]] | None = getattr(kind, "_direct_new", None)
-    if made is not None and made[0] is kind:  # a subclass inherits the attribute, not the use
+    made: tuple[object, Callable[P, T]] | None = getattr(cls, "_direct_new", None)
+    if made is not None and made[0] is cls:  # a subclass inherits the attribute, not the use
         return made[1]
-    _check_generatable(kind)
-    new: Callable[P, T] = _generated(kind, allocate=True)
-    setattr(kind, "_direct_new", (kind, new))  # noqa: B010  (a class attribute, not a field)
+    new: Callable[P, T] = _made_new(cast("type[Any]", cls))
+    return new
+
+
+def _made_new(cls: type[Any]) -> Any:
+    """`cls`'s `direct_new` constructor, made and kept on the class."""
+    _check_generatable(cls)
+    new = _generated(cls, allocate=True)
+    setattr(cls, "_direct_new", (cls, new))  # noqa: B010  (a class attribute, not a field)
     return new
 
 
