@@ -421,8 +421,14 @@ class _Delivered:
 
     __slots__ = ()
 
-    def __await__(self) -> Generator[None, None, None]:
-        yield from ()
+    if TYPE_CHECKING:
+
+        def __await__(self) -> Generator[None, None, None]: ...
+
+    else:
+        # a builtin, not a function: Python calls it without the instance (it does not
+        # bind), and awaiting costs no frame and no generator: about 100 ns less per event
+        __await__ = ().__iter__
 
 
 _DELIVERED = _Delivered()
