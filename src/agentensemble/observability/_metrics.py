@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import direct_init, direct_new
 
 __all__ = ["ExecutionMetrics", "TaskMetrics", "add_known"]
 
@@ -79,7 +79,7 @@ class ExecutionMetrics:
             memory_time += metrics.memory_retrieval_time
             if metrics.cost_estimate is not None:
                 cost = (cost or Decimal(0)) + metrics.cost_estimate
-        return cls(
+        return direct_new(cls)(
             total_input_tokens=inputs,
             total_output_tokens=outputs,
             total_tokens=add_known(inputs, outputs),
