@@ -210,3 +210,19 @@ def test_direct_new_takes_the_class_arguments_and_a_subclass_gets_its_own() -> N
     assert (tagged.x, tagged.tag, tagged._norm) == (1, "new", 1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         tagged.tag = "changed"  # type: ignore[misc]
+
+
+def test_a_plain_subclass_instance_keeps_its_class() -> None:
+    class Labelled(Derived):
+        __slots__ = ("note",)
+
+    class Same(Derived):  # the same layout: a class swap would be allowed, and wrong
+        __slots__ = ()
+
+    Derived("first")  # the class's own instances are built as its twin from now on
+    assert type(Same("box")) is Same
+    labelled = Labelled("box", 2, weight=3)
+    assert type(labelled) is Labelled
+    assert (labelled.kind, labelled.size, labelled.weight) == ("box", 2, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        labelled.kind = "crate"  # type: ignore[misc]

@@ -27,8 +27,9 @@ P = ParamSpec("P")
 
 def direct_init(cls: C) -> C:
     """Give a frozen, slotted dataclass an ``__init__`` with the same arguments and defaults
-    (factories included) that sets each slot through its descriptor, then calls
-    ``__post_init__`` if the class has one. The class stays frozen for everyone else, and
+    (factories included) that sets each slot directly (see the module), then calls
+    ``__post_init__`` if the class has one; an instance of a subclass that inherits it is
+    built by the dataclass's own. The class stays frozen for everyone else, and
     `dataclasses.replace` works as before. Apply it above ``@dataclass``, on classes without
     ``InitVar`` pseudo-fields (they would not be passed on).
 
@@ -42,7 +43,7 @@ def direct_init(cls: C) -> C:
         if type(self) is not cls:
             original(self, *args, **kwargs)
             return
-        fast = _generated(cls)
+        fast = _generated(cls, original=original)
         fast.__wrapped__ = original
         setattr(cls, "__init__", fast)  # noqa: B010  (mypy refuses a plain assignment to __init__)
         fast(self, *args, **kwargs)
@@ -102,9 +103,11 @@ def _generated(
     packed: tuple[str, ...] | None = None,
     leading: tuple[str, ...] = (),
     allocate: bool = False,
+    original: Callable[..., None] | None = None,
 ) -> Any:
-    """The ``__init__`` of `cls` that sets each slot directly; with `allocate`, the
-    `direct_new` constructor (the same arguments); with `packed`, the `direct_maker`
+    """The ``__init__`` of `cls` that sets each slot directly (a subclass's instance goes to
+    `original`, the dataclass's own: it is not built as the class's twin); with `allocate`,
+    the `direct_new` constructor (the same arguments); with `packed`, the `direct_maker`
     constructor (every other field keyword-only)."""
     params: dict[str, Any] = {"_missing": dataclasses.MISSING, "_cls": cls, "_new": object.__new__}
     positional: list[str] = []
@@ -119,7 +122,9 @@ def _generated(
             value = _argument(item, params, signature)
         if value is not None:
             values.append((item.name, value))
-    building = _building_twin(cls) if len(values) >= _TWIN_FROM_FIELDS else None
+    makes = packed is not None or allocate
+    twinned = len(values) >= _TWIN_FROM_FIELDS and (makes or original is not None)
+    building = _building_twin(cls) if twinned else None
     if building is not None:
         params["_building"], params["_become"] = building, _SET_CLASS
         body = [f"    self.{field} = {value}\n" for field, value in values]
@@ -142,13 +147,24 @@ def _generated(
     else:
         name, head = "__init__", ["self"]
         if building is not None:
-            body.insert(0, "    _become(self, _building)\n")
+            params["_original"] = original
+            passed = [*_names(positional), *(f"{name}={name}" for name in _names(keywords))]
+            body[:0] = [
+                "    if type(self) is not _cls:\n",
+                f"        return _original(self, {', '.join(passed)})\n",
+                "    _become(self, _building)\n",
+            ]
     arguments = [*head, *positional, *(["*", *keywords] if keywords else [])]
     lines = [f"def {name}({', '.join(arguments)}):\n", *(body or ["    return None\n"])]
     exec("".join(lines), params)  # generated from the class's own fields, as dataclasses does
     made = params[name]
     made.__qualname__ = f"{cls.__qualname__}.{name}"
     return made
+
+
+def _names(signature: list[str]) -> list[str]:
+    """The parameter names of a generated signature (``name`` or ``name=default``)."""
+    return [parameter.partition("=")[0] for parameter in signature]
 
 
 _TWIN_FROM_FIELDS = 4
@@ -163,7 +179,17 @@ def _building_twin(cls: type[Any]) -> type[Any] | None:
     """A class with the same slots and bases as `cls` but plain attribute setting: an
     instance is built as one (each ``self.field = value`` a specialised slot store, where a
     frozen class's would raise), then made a `cls`. None when the interpreter refuses
-    the class swap (a layout it does not consider the same)."""
+    the class swap (a layout it does not consider the same). Made once per class (its
+    `direct_init`, `direct_new` and `direct_maker` constructors share it)."""
+    if "_building" in vars(cls):
+        kept: type[Any] | None = vars(cls)["_building"]
+        return kept
+    twin = _made_twin(cls)
+    setattr(cls, "_building", twin)  # noqa: B010  (a class attribute, not a field)
+    return twin
+
+
+def _made_twin(cls: type[Any]) -> type[Any] | None:
     namespace: dict[str, Any] = {
         "__slots__": vars(cls).get("__slots__", ()),
         "__setattr__": object.__setattr__,
