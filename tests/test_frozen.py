@@ -226,3 +226,84 @@ def test_a_plain_subclass_instance_keeps_its_class() -> None:
     assert (labelled.kind, labelled.size, labelled.weight) == ("box", 2, 3)
     with pytest.raises(dataclasses.FrozenInstanceError):
         labelled.kind = "crate"  # type: ignore[misc]
+
+
+def test_a_subclass_instance_gets_its_factory_defaults() -> None:
+    class Plain(Point):
+        __slots__ = ()
+
+    Point(0)  # the generated __init__ is in place from now on
+    plain = Plain(1)
+    assert type(plain) is Plain
+    assert plain.tags == ()  # the factory's value, not the generated init's sentinel
+
+
+def test_a_factory_that_raises_leaves_no_twin_behind() -> None:
+    def refuse() -> tuple[str, ...]:
+        raise RuntimeError("no default today")
+
+    @direct_init
+    @dataclass(frozen=True, slots=True)
+    class Fussy:
+        a: int
+        b: int = 0
+        c: int = 0
+        tags: tuple[str, ...] = field(default_factory=refuse)
+
+    fussy = Fussy(1, tags=("given",))
+    with pytest.raises(RuntimeError, match="no default today"):
+        fussy.__init__(2)  # type: ignore[misc]  # built again, on an existing instance
+    assert type(fussy) is Fussy
+    assert (fussy.a, fussy.tags) == (1, ("given",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fussy.a = 3  # type: ignore[misc]
+
+
+def test_a_base_refusing_the_twin_with_any_error_falls_back_to_descriptors() -> None:
+    class Picky:
+        __slots__ = ()
+
+        def __init_subclass__(cls, **kwargs: object) -> None:
+            if cls.__name__.endswith("Building"):
+                raise ValueError("must set kind")
+            super().__init_subclass__(**kwargs)
+
+    @direct_init
+    @dataclass(frozen=True, slots=True)
+    class Chosen(Picky):
+        a: int
+        b: int = 0
+        c: int = 0
+        d: int = 0
+
+    assert type(Chosen(1)) is Chosen
+    assert Chosen(1, d=4).d == 4
+
+
+def test_execution_metrics_of_builds_a_subclass_as_its_own_class() -> None:
+    from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
+
+    class Totals(ExecutionMetrics):
+        __slots__ = ()
+
+    totals = Totals.of([TaskMetrics(input_tokens=2, output_tokens=3)])
+    assert type(totals) is Totals
+    assert totals.total_tokens == 5
+
+
+def test_fields_named_like_builtins_do_not_shadow_the_generated_code() -> None:
+    @direct_init
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class Shadowing:
+        id: int = 0
+        type: str = field(default="kind", init=False)
+        object: tuple[int, ...] = field(default_factory=tuple)
+        len: int = 1
+
+    class Sub(Shadowing):
+        __slots__ = ()
+
+    shadowing = Shadowing(id=3)
+    assert (shadowing.id, shadowing.type, shadowing.object, shadowing.len) == (3, "kind", (), 1)
+    assert type(Sub()) is Sub
+    assert Sub().object == ()

@@ -34,8 +34,7 @@ def direct_init(cls: C) -> C:
     ``InitVar`` pseudo-fields (they would not be passed on).
 
     The new ``__init__`` is written when the first instance is made, so importing the class
-    costs nothing more. It keeps the original's signature for `inspect` and ``help()``; a
-    subclass made before that first instance keeps the dataclass's own."""
+    costs nothing more. It keeps the original's signature for `inspect` and ``help()``."""
     original = vars(cls)["__init__"]
     _check_generatable(cls)
 
@@ -63,7 +62,7 @@ def direct_new(cls: Callable[P, T]) -> Callable[P, T]:
 
     A call with more than 15 keywords is compiled into a call with a dict again: pass the
     fields that keep their default by omitting them."""
-    made: tuple[object, Callable[P, T]] | None = getattr(cls, "_direct_new", None)
+    made: tuple[object, Callable[P, T]] | None = getattr(cls, "__direct_new__", None)
     if made is not None and made[0] is cls:  # a subclass inherits the attribute, not the use
         return made[1]
     new: Callable[P, T] = _made_new(cast("type[Any]", cls))
@@ -74,7 +73,7 @@ def _made_new(cls: type[Any]) -> Any:
     """`cls`'s `direct_new` constructor, made and kept on the class."""
     _check_generatable(cls)
     new = _generated(cls, allocate=True)
-    setattr(cls, "_direct_new", (cls, new))  # noqa: B010  (a class attribute, not a field)
+    setattr(cls, "__direct_new__", (cls, new))  # noqa: B010  (a class attribute, not a field)
     return new
 
 
@@ -125,34 +124,46 @@ def _generated(
     makes = packed is not None or allocate
     twinned = len(values) >= _TWIN_FROM_FIELDS and (makes or original is not None)
     building = _building_twin(cls) if twinned else None
-    if building is not None:
-        params["_building"], params["_become"] = building, _SET_CLASS
-        body = [f"    self.{field} = {value}\n" for field, value in values]
-        body.append("    self.__class__ = _cls\n")
-    else:
+    if building is None:
+        allocation = "    self = _new(_cls)\n"
         body = []
         for field, value in values:
             params[f"_set_{field}"] = _slot(cls, field).__set__
             body.append(f"    _set_{field}(self, {value})\n")
+    else:  # defaults and factories first: one that raises must not leave a twin behind
+        params["_building"], params["_become"] = building, _SET_CLASS
+        allocation = "    self = _new(_building)\n"
+        body = [f"    self.{field} = {_local(field, value)}\n" for field, value in values]
+        body.append("    self.__class__ = _cls\n")
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()\n")
-    new = "    self = _new(_building)\n" if building is not None else "    self = _new(_cls)\n"
+    resolved = [
+        f"    {_local(field, value)} = {value}\n"
+        for field, value in values
+        if building and value != field
+    ]
     if packed is not None:
         name, head = "make", ["values", *leading]
         unpack = [f"    ({', '.join(packed)},) = values\n"] if packed else []
-        body = [new, *unpack, *body, "    return self\n"]
+        body = [*unpack, *resolved, allocation, *body, "    return self\n"]
     elif allocate:
         name, head = "new", []
-        body = [new, *body, "    return self\n"]
+        body = [*resolved, allocation, *body, "    return self\n"]
     else:
         name, head = "__init__", ["self"]
         if building is not None:
             params["_original"] = original
-            passed = [*_names(positional), *(f"{name}={name}" for name in _names(keywords))]
-            body[:0] = [
-                "    if type(self) is not _cls:\n",
+            local = {field: _local(field, value) for field, value in values}
+            passed = [
+                *(local.get(name, name) for name in _names(positional)),
+                *(f"{name}={local.get(name, name)}" for name in _names(keywords)),
+            ]
+            body = [
+                *resolved,
+                "    if self.__class__ is not _cls:  # a subclass's instance: not the twin's\n",
                 f"        return _original(self, {', '.join(passed)})\n",
                 "    _become(self, _building)\n",
+                *body,
             ]
     arguments = [*head, *positional, *(["*", *keywords] if keywords else [])]
     lines = [f"def {name}({', '.join(arguments)}):\n", *(body or ["    return None\n"])]
@@ -160,6 +171,12 @@ def _generated(
     made = params[name]
     made.__qualname__ = f"{cls.__qualname__}.{name}"
     return made
+
+
+def _local(field: str, value: str) -> str:
+    """The local that holds a field's value: its parameter, or for a default or factory
+    worked out before the instance is built, a name no field or builtin can shadow."""
+    return field if value == field else f"_value_{field}"
 
 
 def _names(signature: list[str]) -> list[str]:
@@ -181,11 +198,11 @@ def _building_twin(cls: type[Any]) -> type[Any] | None:
     frozen class's would raise), then made a `cls`. None when the interpreter refuses
     the class swap (a layout it does not consider the same). Made once per class (its
     `direct_init`, `direct_new` and `direct_maker` constructors share it)."""
-    if "_building" in vars(cls):
-        kept: type[Any] | None = vars(cls)["_building"]
+    if "__direct_twin__" in vars(cls):
+        kept: type[Any] | None = vars(cls)["__direct_twin__"]
         return kept
     twin = _made_twin(cls)
-    setattr(cls, "_building", twin)  # noqa: B010  (a class attribute, not a field)
+    setattr(cls, "__direct_twin__", twin)  # noqa: B010  (a class attribute, not a field)
     return twin
 
 
@@ -203,7 +220,7 @@ def _made_twin(cls: type[Any]) -> type[Any] | None:
         twin = type(f"{cls.__name__}Building", cls.__bases__, namespace)
         probe: Any = object.__new__(twin)
         probe.__class__ = cls
-    except TypeError:
+    except Exception:  # a base's __init_subclass__ or metaclass refusing it, a layout
         return None
     return twin
 

@@ -218,12 +218,12 @@ def task_event_maker(kind: type[AnyTaskEvent]) -> Callable[..., AnyTaskEvent]:
     # kept on the class with the class it was made for: a subclass inherits the attribute
     # but needs its own maker (getattr, because `vars(kind)` builds a proxy at every event)
     made: tuple[type[Any], Callable[..., AnyTaskEvent]] | None = getattr(
-        kind, "_task_event_maker", None
+        kind, "__task_event_maker__", None
     )
     if made is not None and made[0] is kind:
         return made[1]
     maker = direct_maker(kind, TASK_ID_FIELDS, ("seq", "timestamp"))
-    setattr(kind, "_task_event_maker", (kind, maker))  # noqa: B010  (a class attribute)
+    setattr(kind, "__task_event_maker__", (kind, maker))  # noqa: B010  (a class attribute)
     return maker
 
 
