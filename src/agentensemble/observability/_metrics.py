@@ -79,7 +79,9 @@ class ExecutionMetrics:
             memory_time += metrics.memory_retrieval_time
             if metrics.cost_estimate is not None:
                 cost = (cost or Decimal(0)) + metrics.cost_estimate
-        return direct_new(cls)(
+        # a subclass is built as the caller's class would be built
+        make = direct_new(ExecutionMetrics) if cls is ExecutionMetrics else cls
+        return make(
             total_input_tokens=inputs,
             total_output_tokens=outputs,
             total_tokens=add_known(inputs, outputs),
