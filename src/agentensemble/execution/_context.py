@@ -82,9 +82,10 @@ def new_id() -> str:
 
 
 def new_run_id() -> str:
-    """A random UUID4 in its usual text form, written without building a UUID object (from
-    the same generator as task ids: no system call per run)."""
-    digits = _ids.next()
+    """A random UUID4 in its usual text form, written without building a UUID object. From
+    the system's randomness, unlike task ids: a run id is what resuming a run and the
+    dashboard's cancel take, so it must not be predictable from the ids a run shows."""
+    digits = os.urandom(16).hex()
     variant = "89ab"[int(digits[16], 16) & 3]
     return f"{digits[:8]}-{digits[8:12]}-4{digits[13:16]}-{variant}{digits[17:20]}-{digits[20:]}"
 
