@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         TokenEvent,
         ToolCallEvent,
     )
+    from agentensemble.observability._trace_fold import TraceFold
 
 __all__ = [
     "CALLBACK_NAMES",
@@ -183,6 +184,14 @@ def _tables() -> _Tables:
         no_handlers=dict.fromkeys(EVENT_TYPES, ()),
         no_plans=dict.fromkeys(EVENT_TYPES, ((), ())),
     )
+
+
+@functools.cache
+def _trace_fold_class() -> type[TraceFold]:
+    """`TraceFold`, loaded with the first run (a function-level import costs 0.4 µs a run)."""
+    from agentensemble.observability._trace_fold import TraceFold
+
+    return TraceFold
 
 
 def _token_event() -> type[TokenEvent]:
@@ -456,10 +465,8 @@ class EventDispatcher:
     in registration order, and queued listeners get their own queue."""
 
     def __init__(self, listeners: Sequence[object], folds: Sequence[Fold] = ()) -> None:
-        from agentensemble.observability._trace_fold import TraceFold  # loads with the first run
-
         self.listeners = tuple(listeners)
-        self.trace = TraceFold()
+        self.trace = _trace_fold_class()()
         """The run's trace, folded from its events as they are emitted (the first fold)."""
         ordered = [listener for listener in self.listeners if _is_fold(listener)]
         self._folds: tuple[tuple[Fold, Mapping[type[Any], Callable[[Any, Any], None]]], ...] = (
