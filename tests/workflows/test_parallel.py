@@ -381,14 +381,24 @@ async def test_a_task_cancelled_on_its_own_fails_and_its_dependents_never_start(
     assert [output.raw for output in raised.value.completed_outputs] == ["Other done"]
 
 
-async def test_under_fail_fast_a_failure_before_any_wait_keeps_its_siblings_from_starting() -> None:
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (RuntimeError("A broke"), "A broke"),
+        (asyncio.CancelledError(), "cancelled, not the run"),  # its own, not the run's
+    ],
+    ids=["failure", "own-cancellation"],
+)
+async def test_under_fail_fast_a_task_ending_before_any_wait_keeps_its_siblings_from_starting(
+    failure: BaseException, message: str
+) -> None:
     calls: list[str] = []
 
     def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
         name = task_name(messages)
         calls.append(name)
         if name == "A":
-            raise RuntimeError("A broke")
+            raise failure
         return f"{name} done"
 
     ensemble = Ensemble(
@@ -396,7 +406,7 @@ async def test_under_fail_fast_a_failure_before_any_wait_keeps_its_siblings_from
         llm=FunctionModel(reply),
         workflow=Workflow.PARALLEL,
     )
-    with pytest.raises(TaskExecutionError, match="A broke") as raised:
+    with pytest.raises(TaskExecutionError, match=message) as raised:
         await ensemble.arun()
     assert calls == ["A"]  # B and C were created with A, and skipped before their first step
     assert list(raised.value.completed_outputs) == []
@@ -427,23 +437,3 @@ async def test_an_error_in_the_schedulers_own_bookkeeping_ends_the_run_instead_o
     )
     with pytest.raises(LookupError, match="bookkeeping broke"):
         await asyncio.wait_for(ensemble.arun(), TIMEOUT)
-
-
-async def test_under_fail_fast_a_task_cancelling_itself_keeps_its_siblings_from_starting() -> None:
-    calls: list[str] = []
-
-    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
-        name = task_name(messages)
-        calls.append(name)
-        if name == "A":
-            raise asyncio.CancelledError  # its own cancellation, before any wait
-        return f"{name} done"
-
-    ensemble = Ensemble(
-        tasks=[Task("A"), Task("B"), Task("C")],
-        llm=FunctionModel(reply),
-        workflow=Workflow.PARALLEL,
-    )
-    with pytest.raises(TaskExecutionError, match="cancelled, not the run"):
-        await ensemble.arun()
-    assert calls == ["A"]
