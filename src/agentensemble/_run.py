@@ -518,20 +518,19 @@ def _run_context(
     def pick(override: int | None, default: int) -> int:
         return default if override is None else override
 
-    truncate = pick(options.tool_log_truncate_length, ensemble.tool_log_truncate_length)
     logs = LogFold(
         verbose=ensemble.verbose,
         verbose_roles=shape.verbose_roles,
-        tool_log_truncate_length=truncate,
+        tool_log_truncate_length=pick(
+            options.tool_log_truncate_length, ensemble.tool_log_truncate_length
+        ),
     )
     return direct_new(RunContext)(
         run_id=options.run_id or new_run_id(),
         events=EventDispatcher(_listeners(ensemble, options), folds=(logs,)),
-        verbose=ensemble.verbose,
         max_tool_output_length=pick(
             options.max_tool_output_length, ensemble.max_tool_output_length
         ),
-        tool_log_truncate_length=truncate,
         capture_mode=resolve_capture_mode(ensemble.capture_mode),
         context_format=ensemble.context_format,
         cost_configuration=ensemble.cost_configuration,

@@ -221,11 +221,8 @@ class RunContext:
 
     run_id: str
     events: EventDispatcher
-    verbose: bool = False
     max_tool_output_length: int = -1
     """Characters of tool output the model sees (-1: all)."""
-    tool_log_truncate_length: int = 200
-    """Characters of tool input/output in logs (-1: all, 0: none)."""
     capture_mode: CaptureMode = CaptureMode.OFF
     context_format: ContextFormat = ContextFormat.JSON
     """How structured context and JSON tool results are written into prompts."""
