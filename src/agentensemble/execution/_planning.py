@@ -147,6 +147,8 @@ def task_steps(
     """The steps a task runs between its start and complete events (BEHAVIOUR 6.1 order);
     each capability adds its own here, and only to the tasks that use it. `review`: the
     gate after the task's output, if one fires; `memory`: the run's memory, if any."""
+    if _agent_only(task, agent, review, memory):  # most tasks: no list to build and filter
+        return _AGENT_STEPS
     typed = task.output_spec is not None
     recall, remember = memory_steps(memory, task)
     steps: list[TaskStep | None] = [check_input if task.input_guardrails else None]
@@ -172,6 +174,20 @@ def task_steps(
 _AGENT_STEPS: tuple[TaskStep, ...] = (build_prompts, run_agent_loop)
 """The steps of a task that uses no capability beyond its agent, shared by all such tasks:
 one object less per planned task (10,000 of them in a 10,000-task fan-out)."""
+
+
+def _agent_only(
+    task: Task[Any], agent: Agent | None, review: Review | None, memory: RunMemory | None
+) -> bool:
+    """Whether the task uses no capability beyond its agent (its steps: `_AGENT_STEPS`)."""
+    return (
+        agent is not None
+        and review is None
+        and memory is None
+        and task.output_spec is None
+        and not task.input_guardrails
+        and not task.output_guardrails
+    )
 
 
 def peer_tools(agent: Agent) -> ToolSet:
