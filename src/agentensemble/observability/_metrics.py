@@ -9,10 +9,13 @@ from decimal import Decimal
 
 from agentensemble._frozen import direct_init, direct_new
 
-__all__ = ["ExecutionMetrics", "TaskMetrics", "add_known"]
+__all__ = ["NO_TIME", "ExecutionMetrics", "TaskMetrics", "add_known"]
 
 UNKNOWN = -1
 """Token count reported when a provider gave no usage."""
+NO_TIME = timedelta(0)
+"""Zero time, made once: building `timedelta(0)` costs more than adding to it, and one
+object serves every record that has spent none."""
 
 
 def add_known(left: int, right: int | None) -> int:
@@ -30,12 +33,12 @@ class TaskMetrics:
     input_tokens: int = UNKNOWN
     output_tokens: int = UNKNOWN
     total_tokens: int = UNKNOWN
-    llm_latency: timedelta = timedelta(0)
+    llm_latency: timedelta = NO_TIME
     """Time spent waiting for the model."""
-    tool_execution_time: timedelta = timedelta(0)
+    tool_execution_time: timedelta = NO_TIME
     """Time spent running tools."""
-    prompt_build_time: timedelta = timedelta(0)
-    memory_retrieval_time: timedelta = timedelta(0)
+    prompt_build_time: timedelta = NO_TIME
+    memory_retrieval_time: timedelta = NO_TIME
     llm_call_count: int = 0
     tool_call_count: int = 0
     memory_operations: int = 0
@@ -51,12 +54,12 @@ class ExecutionMetrics:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     total_tokens: int = 0
-    total_llm_latency: timedelta = timedelta(0)
-    total_tool_execution_time: timedelta = timedelta(0)
+    total_llm_latency: timedelta = NO_TIME
+    total_tool_execution_time: timedelta = NO_TIME
     total_llm_call_count: int = 0
     total_tool_calls: int = 0
     total_memory_operations: int = 0
-    total_memory_retrieval_time: timedelta = timedelta(0)
+    total_memory_retrieval_time: timedelta = NO_TIME
     total_cost_estimate: Decimal | None = None
     """Sum of the known task costs (None when no task has one)."""
 
@@ -64,9 +67,8 @@ class ExecutionMetrics:
     def of(cls, tasks: Iterable[TaskMetrics]) -> ExecutionMetrics:
         """Aggregate task metrics."""
         inputs = outputs = 0
-        latency = tool_time = timedelta(0)
+        latency = tool_time = memory_time = NO_TIME
         calls = tool_calls = memory_operations = 0
-        memory_time = timedelta(0)
         cost: Decimal | None = None
         for metrics in tasks:
             inputs = add_known(inputs, metrics.input_tokens)

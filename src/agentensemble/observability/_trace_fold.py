@@ -37,7 +37,7 @@ from agentensemble.observability._events import (
     ToolCallEvent,
 )
 from agentensemble.observability._json import json_data
-from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics, add_known
+from agentensemble.observability._metrics import NO_TIME, ExecutionMetrics, TaskMetrics, add_known
 from agentensemble.observability._recording import capture_messages, parse_input
 from agentensemble.observability._trace import (
     DelegationTrace,
@@ -63,8 +63,6 @@ T = TypeVar("T")
 
 _WRITES = frozenset({"store", "evict", "clear"})
 """Memory operations that are not retrievals (not in `memory_retrieval_time`)."""
-_NO_TIME = timedelta(0)
-"""Every task's time not spent yet: one object, not four per task that thousands keep."""
 
 
 class Usage(NamedTuple):
@@ -153,7 +151,7 @@ class _Task:
         # per running task for the garbage collector to walk
         self.system_prompt = ""
         self.user_prompt: str | None = None
-        self.prompt_time = _NO_TIME
+        self.prompt_time = NO_TIME
         self.calls: tuple[_Call, ...] = ()
         # the call in flight: when it was sent and its messages (when the trace captures
         # them), not a _Call until it is answered: thousands of tasks may be waiting on one
@@ -164,10 +162,10 @@ class _Task:
         self.input_tokens = 0
         self.output_tokens = 0
         self.llm_calls = 0
-        self.llm_latency = _NO_TIME
+        self.llm_latency = NO_TIME
         self.tool_calls = 0
-        self.tool_time = _NO_TIME
-        self.memory_time = _NO_TIME
+        self.tool_time = NO_TIME
+        self.memory_time = NO_TIME
 
     def metrics(self, cost: CostConfiguration | None) -> TaskMetrics:
         return direct_new(TaskMetrics)(
@@ -615,6 +613,6 @@ def _synthesis_metrics(interactions: tuple[LlmInteraction, ...]) -> TaskMetrics:
         input_tokens=inputs,
         output_tokens=outputs,
         total_tokens=add_known(inputs, outputs),
-        llm_latency=sum((interaction.latency for interaction in interactions), timedelta(0)),
+        llm_latency=sum((interaction.latency for interaction in interactions), NO_TIME),
         llm_call_count=len(interactions),
     )
