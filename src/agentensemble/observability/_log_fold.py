@@ -53,10 +53,7 @@ class LogFold:
         self._verbose = verbose
         self._verbose_roles = verbose_roles
         self._truncate = tool_log_truncate_length
-        chatty = any(
-            logger.isEnabledFor(logging.DEBUG if logger is agent_logger else logging.INFO)
-            for logger in (agent_logger, task_logger)
-        )
+        chatty = agent_logger.isEnabledFor(logging.DEBUG) or task_logger.isEnabledFor(logging.INFO)
         self._handlers = _HANDLERS if chatty else _WARNINGS
 
     @property
