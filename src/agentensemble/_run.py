@@ -50,6 +50,8 @@ from agentensemble.execution._planning import (
     PlannedTask,
     ReviewRules,
     SynthesisLog,
+    fixed_texts,
+    has_template,
     plan_tasks,
     resolve_agents,
     resolve_texts,
@@ -144,6 +146,11 @@ class _Shape:
     """What every run of the ensemble warns about (logged once, when checked)."""
     budgeted: tuple[Task[Any], ...] = ()
     """The tasks (loop bodies included) that set a budget of their own."""
+    texts: Mapping[Task[Any], tuple[str, str]] | None = None
+    """Every task's texts when none holds a template: the same in every run (None: each
+    run resolves them with its inputs)."""
+    templated_agents: bool = True
+    """Whether an agent's texts may hold a template (each run then fills them in)."""
 
     @property
     def all_tasks(self) -> tuple[Task[Any], ...]:
@@ -222,9 +229,9 @@ async def run_ensemble(
     }
     shape = _validate(ensemble)
     every = shape.all_tasks
-    texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
-    agents = resolve_agents(
-        [*(task.agent for task in every if task.agent is not None), *ensemble.agents], run_inputs
+    texts = shape.texts or dict(zip(every, resolve_texts(every, run_inputs), strict=True))
+    agents = (
+        resolve_agents(_agents_of(ensemble, every), run_inputs) if shape.templated_agents else {}
     )
     await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape, agents)
@@ -326,14 +333,22 @@ def _validate(ensemble: Ensemble) -> _Shape:
         warnings = _unfed_tasks_warning(ensemble, shape)
         for message in warnings:
             logger.warning("%s", message)
+        every = shape.all_tasks
         shape = dataclasses.replace(
             shape,
             verbose_roles=_verbose_roles(ensemble),
             warnings=warnings,
-            budgeted=tuple(task for task in shape.all_tasks if has_budget(task)),
+            budgeted=tuple(task for task in every if has_budget(task)),
+            texts=fixed_texts(every),
+            templated_agents=any(has_template(agent) for agent in _agents_of(ensemble, every)),
         )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
+
+
+def _agents_of(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> list[Agent]:
+    """The agents of `tasks`, then the ensemble's own."""
+    return [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
 
 
 def _check_pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> None:
@@ -359,8 +374,7 @@ def _pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> Iterator[str]:
             review = getattr(task, name)
             if review is not None and review.on_timeout is OnTimeoutAction.PAUSE:
                 yield f"Task '{task.label}' {name} on_timeout=PAUSE"
-    agents = [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
-    for agent in agents:
+    for agent in _agents_of(ensemble, tasks):
         for tool in agent.tools:
             if getattr(tool, "on_timeout", None) is OnTimeoutAction.PAUSE:
                 yield f"Agent '{agent.role}' tool {type(tool).__name__}(on_timeout=PAUSE)"

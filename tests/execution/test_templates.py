@@ -72,6 +72,20 @@ def test_run_inputs_override_ensemble_inputs_and_tasks_are_not_changed() -> None
     assert "Research bees for experts" in second_prompt.text
 
 
+def test_a_brace_in_either_text_is_resolved_in_every_run() -> None:
+    llm = ScriptedModel(["one", "two"])
+    ensemble = Ensemble(tasks=[Task("Write the answer", "A {{literal}} answer")], llm=llm)
+
+    ensemble.run()
+    ensemble.run(inputs={"literal": "ignored"})
+
+    prompts = [request.messages[1].text for request in llm.requests]
+    assert len(prompts) == 2
+    for prompt in prompts:
+        assert "## Task\nWrite the answer" in str(prompt)
+        assert "## Expected Output\nA {literal} answer" in str(prompt)
+
+
 def test_a_missing_name_in_any_script_is_an_error() -> None:
     with pytest.raises(PromptTemplateError) as raised:
         resolve_template("Hello {thème} and {名前}", {})

@@ -62,6 +62,8 @@ __all__ = [
     "PlannedTask",
     "ReviewRules",
     "SynthesisLog",
+    "fixed_texts",
+    "has_template",
     "peer_tools",
     "plan_tasks",
     "plan_worker",
@@ -250,15 +252,27 @@ def resolve_agents(agents: Iterable[Agent], inputs: Mapping[str, str]) -> dict[A
     """Each agent whose role, goal or background hold template variables, mapped to a copy
     with `inputs` filled in (the same model, tools and rate-limit bucket). Raises
     `PromptTemplateError` naming every variable missing."""
-    templated = {
-        agent: None
-        for agent in agents
-        if any("{" in (getattr(agent, name) or "") for name in _AGENT_TEXTS)
-    }
+    templated = {agent: None for agent in agents if has_template(agent)}
     _require_inputs(
         (getattr(agent, name) or "" for agent in templated for name in _AGENT_TEXTS), inputs
     )
     return {agent: _filled_in(agent, inputs) for agent in templated}
+
+
+def has_template(agent: Agent) -> bool:
+    """Whether the agent's role, goal or background may hold a template variable."""
+    return any("{" in (getattr(agent, name) or "") for name in _AGENT_TEXTS)
+
+
+def fixed_texts(tasks: Sequence[Task[Any]]) -> dict[Task[Any], tuple[str, str]] | None:
+    """Each task's (description, expected_output) when no text holds a brace: what every
+    run resolves them to, whatever its inputs (None when one may hold a variable)."""
+    texts = {}
+    for task in tasks:
+        if "{" in task.description or "{" in task.expected_output:
+            return None
+        texts[task] = (task.description, task.expected_output)
+    return texts
 
 
 def _require_inputs(templates: Iterable[str], inputs: Mapping[str, str]) -> None:
