@@ -468,12 +468,15 @@ class EventDispatcher:
         self.listeners = tuple(listeners)
         self.trace = _trace_fold_class()()
         """The run's trace, folded from its events as they are emitted (the first fold)."""
-        ordered = [listener for listener in self.listeners if _is_fold(listener)]
+        if self.listeners:
+            folds = (*folds, *(listener for listener in self.listeners if _is_fold(listener)))
         self._folds: tuple[tuple[Fold, Mapping[type[Any], Callable[[Any, Any], None]]], ...] = (
             (self.trace, self.trace.handlers),
-            *((fold, fold.handlers) for fold in (*folds, *ordered)),
+            *[(fold, fold.handlers) for fold in folds],
         )
-        self._seq = itertools.count(1).__next__
+        # the counter's own method, not a method calling it: every event takes a number
+        self.next_seq: Callable[[], int] = itertools.count(1).__next__
+        """The `seq` of the run's next event (1, 2, 3 ...)."""
         self._queues: list[_Queue] = []
         self._bound: list[dict[str, _Handler]] = []
         self._lane = _IDLE_LANE
@@ -500,14 +503,10 @@ class EventDispatcher:
             handler.method == "on_token" for handler in self._handlers[_token_event()]
         )
 
-    def next_seq(self) -> int:
-        """The `seq` of the run's next event (1, 2, 3 ...)."""
-        return self._seq()
-
     def continue_after(self, seq: int) -> None:
         """Number this run's events from ``seq + 1`` (a resumed run goes on from the run it
         resumes, so one run id never has two events with one `seq`)."""
-        self._seq = itertools.count(seq + 1).__next__
+        self.next_seq = itertools.count(seq + 1).__next__
 
     def _bind(self, listener: object) -> dict[str, _Handler]:
         """One handler per method the listener defines (so `on_event` is one handler, with
