@@ -77,7 +77,10 @@ def template_persona(description: str) -> Persona:
     """Role from the first known verb among the first eight words; goal = the description."""
     role = "Agent"
     for word in description.split()[:_WORDS_SCANNED]:
-        candidate = ROLE_BY_VERB.get(_NON_LETTERS.sub("", word.lower()))
+        letters = word.lower()
+        if not (letters.isascii() and letters.isalpha()):  # most words: nothing to strip
+            letters = _NON_LETTERS.sub("", letters)
+        candidate = ROLE_BY_VERB.get(letters)
         if candidate:
             role = candidate
             break
