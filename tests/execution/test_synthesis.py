@@ -29,6 +29,9 @@ from agentensemble.models import Message, SystemMessage, ToolSpec
         ("one two three four five six seven research", "Researcher"),
         ("Tell me a joke", "Agent"),
         ("Scrape the pages", "Collector"),
+        ("Re-search the topic", "Researcher"),
+        ("Résumé first, then review it", "Reviewer"),
+        ("Wrïte the post", "Agent"),
     ],
 )
 def test_template_roles(description: str, role: str) -> None:
