@@ -17,6 +17,7 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONASYNCIODEBUG": "1", "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.timeout(600)  # the child's own limit (300 s) fires first, with its output
 @pytest.mark.parametrize("seed", [7, 2, 5])
 def test_random_cancellations_lose_nothing_and_warn_about_nothing(seed: int) -> None:
     """300 runs cancelled at random points, with warnings as errors: every run either

@@ -147,8 +147,8 @@ class _Shape:
     budgeted: tuple[Task[Any], ...] = ()
     """The tasks (loop bodies included) that set a budget of their own."""
     texts: Mapping[Task[Any], tuple[str, str]] | None = None
-    """Every task's texts when none holds a template: the same in every run (None: each
-    run resolves them with its inputs)."""
+    """Every task's texts when none holds a brace: the same in every run whatever its inputs
+    (None: each run resolves them with its inputs)."""
     templated_agents: bool = True
     """Whether an agent's texts may hold a template (each run then fills them in)."""
 
@@ -228,11 +228,13 @@ async def run_ensemble(
         **check_inputs(inputs, "run inputs"),
     }
     shape = _validate(ensemble)
-    every = shape.all_tasks
-    texts = shape.texts or dict(zip(every, resolve_texts(every, run_inputs), strict=True))
-    agents = (
-        resolve_agents(_agents_of(ensemble, every), run_inputs) if shape.templated_agents else {}
-    )
+    texts = shape.texts
+    if texts is None:
+        every = shape.all_tasks
+        texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
+    agents = {}
+    if shape.templated_agents:
+        agents = resolve_agents(_agents_of(ensemble, shape.all_tasks), run_inputs)
     await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape, agents)
     if checkpoint is not None or ensemble.checkpoint is not None:
@@ -240,7 +242,7 @@ async def run_ensemble(
     exporter = _exporter(ensemble, run.capture_mode)
     with sync_pool(ensemble.max_sync_threads):
         planning = _plan(ensemble, shape, texts, run, run_inputs, compose)
-        del texts  # the plan holds them: this frame lives as long as the run, task per task
+        del texts  # the plan holds what it needs: this frame lives as long as the run
         if run.deadline is None:
             plan = await planning
             return await execute_run(plan, _with_team(run, plan), exporter)

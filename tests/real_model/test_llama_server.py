@@ -30,7 +30,9 @@ from agentensemble import (
 
 from .conftest import LlamaServer
 
-pytestmark = pytest.mark.integration
+# The suite's five minutes per test do not fit here: the session's server may take three
+# to start (in the first test's setup), and an example's own limit is ten.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).parents[2]
 SHORT = ModelSettings(temperature=0.0, max_tokens=24)

@@ -15,7 +15,8 @@ UNKNOWN = -1
 """Token count reported when a provider gave no usage."""
 NO_TIME = timedelta(0)
 """Zero time, made once: building `timedelta(0)` costs more than adding to it, and one
-object serves every record that has spent none."""
+object serves every record that has spent none. (The fields' defaults stay written as
+`timedelta(0)`: the API reference shows them as written.)"""
 
 
 def add_known(left: int, right: int | None) -> int:
@@ -33,12 +34,12 @@ class TaskMetrics:
     input_tokens: int = UNKNOWN
     output_tokens: int = UNKNOWN
     total_tokens: int = UNKNOWN
-    llm_latency: timedelta = NO_TIME
+    llm_latency: timedelta = timedelta(0)
     """Time spent waiting for the model."""
-    tool_execution_time: timedelta = NO_TIME
+    tool_execution_time: timedelta = timedelta(0)
     """Time spent running tools."""
-    prompt_build_time: timedelta = NO_TIME
-    memory_retrieval_time: timedelta = NO_TIME
+    prompt_build_time: timedelta = timedelta(0)
+    memory_retrieval_time: timedelta = timedelta(0)
     llm_call_count: int = 0
     tool_call_count: int = 0
     memory_operations: int = 0
@@ -54,12 +55,12 @@ class ExecutionMetrics:
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     total_tokens: int = 0
-    total_llm_latency: timedelta = NO_TIME
-    total_tool_execution_time: timedelta = NO_TIME
+    total_llm_latency: timedelta = timedelta(0)
+    total_tool_execution_time: timedelta = timedelta(0)
     total_llm_call_count: int = 0
     total_tool_calls: int = 0
     total_memory_operations: int = 0
-    total_memory_retrieval_time: timedelta = NO_TIME
+    total_memory_retrieval_time: timedelta = timedelta(0)
     total_cost_estimate: Decimal | None = None
     """Sum of the known task costs (None when no task has one)."""
 
