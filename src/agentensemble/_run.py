@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.phase import Phase
 
-__all__ = ["Composition", "RunPlan", "execute_run", "run_ensemble"]
+__all__ = ["Composition", "RunPlan", "agents_of", "execute_run", "run_ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
 
@@ -234,7 +234,7 @@ async def run_ensemble(
         texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
     agents = {}
     if shape.templated_agents:
-        agents = resolve_agents(_agents_of(ensemble, shape.all_tasks), run_inputs)
+        agents = resolve_agents(agents_of(ensemble, shape.all_tasks), run_inputs)
     await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape, agents)
     if checkpoint is not None or ensemble.checkpoint is not None:
@@ -342,14 +342,14 @@ def _validate(ensemble: Ensemble) -> _Shape:
             warnings=warnings,
             budgeted=tuple(task for task in every if has_budget(task)),
             texts=fixed_texts(every),
-            templated_agents=any(has_template(agent) for agent in _agents_of(ensemble, every)),
+            templated_agents=any(has_template(agent) for agent in agents_of(ensemble, every)),
         )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
 
 
-def _agents_of(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> list[Agent]:
-    """The agents of `tasks`, then the ensemble's own."""
+def agents_of(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> list[Agent]:
+    """The agents of `tasks`, then the ensemble's own (those whose texts a run fills in)."""
     return [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
 
 
@@ -376,7 +376,7 @@ def _pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> Iterator[str]:
             review = getattr(task, name)
             if review is not None and review.on_timeout is OnTimeoutAction.PAUSE:
                 yield f"Task '{task.label}' {name} on_timeout=PAUSE"
-    for agent in _agents_of(ensemble, tasks):
+    for agent in agents_of(ensemble, tasks):
         for tool in agent.tools:
             if getattr(tool, "on_timeout", None) is OnTimeoutAction.PAUSE:
                 yield f"Agent '{agent.role}' tool {type(tool).__name__}(on_timeout=PAUSE)"
