@@ -113,6 +113,34 @@ def test_sync_runs_on_the_main_thread_use_its_own_loop_kept_across_calls() -> No
     assert not loops[0].is_running()  # the call ran it here, on the calling thread
 
 
+def test_a_stray_loop_stop_does_not_end_a_sync_run_early() -> None:
+    def stops_the_loop(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        asyncio.get_running_loop().stop()  # user code stopping the loop it runs on
+        return "done"
+
+    async def suspends(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        await asyncio.sleep(0)  # the run goes on past the turn of the loop that stopped
+        return "later"
+
+    ensemble = Ensemble(
+        tasks=[
+            Task("Stop", llm=FunctionModel(stops_the_loop)),
+            Task("Go on", llm=FunctionModel(suspends)),
+        ]
+    )
+    assert [o.raw for o in ensemble.run().task_outputs] == ["done", "later"]
+    assert ensemble.run().raw == "later"  # and the next call is not stopped by it either
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)  # the background loop's calls
+    try:
+        for _ in range(2):  # the second call is served: the loop's thread serves on
+            outputs = pool.submit(ensemble.run).result(timeout=30).task_outputs
+            assert [o.raw for o in outputs] == ["done", "later"]
+    finally:
+        pool.shutdown(wait=False)  # a regression leaves its thread waiting: not on it
+
+
 def test_sync_runs_from_other_threads_share_the_background_loop() -> None:
     import concurrent.futures
 
