@@ -3,6 +3,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
+
 import agentensemble
 from agentensemble import Ensemble, FunctionModel, ScriptedModel, Task
 from agentensemble.models import Message, ToolSpec
@@ -130,15 +132,79 @@ def test_a_stray_loop_stop_does_not_end_a_sync_run_early() -> None:
     )
     assert [o.raw for o in ensemble.run().task_outputs] == ["done", "later"]
     assert ensemble.run().raw == "later"  # and the next call is not stopped by it either
-    import concurrent.futures
+    for _ in range(2):  # from another thread: the background loop serves on after it
+        assert _raws_from_another_thread(ensemble) == ["done", "later"]
 
-    pool = concurrent.futures.ThreadPoolExecutor(1)  # the background loop's calls
+
+def _raws_from_another_thread(ensemble: Ensemble) -> list[str]:
+    raws: list[str] = []
+    worker = threading.Thread(  # a daemon: a regression leaves it waiting, not the tests
+        target=lambda: raws.extend(o.raw for o in ensemble.run().task_outputs), daemon=True
+    )
+    worker.start()
+    worker.join(30)  # a deadline, not a pause: it returns as soon as the run ends
+    assert not worker.is_alive(), "run() never returned"
+    return raws
+
+
+def test_sys_exit_on_the_main_thread_is_raised_not_logged_as_never_retrieved(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import gc
+
+    def leave(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit):
+        Ensemble(tasks=[Task("Quit", llm=FunctionModel(leave))]).run()
+    gc.collect()  # a task whose exception nobody read logs so when it is collected
+    assert "never retrieved" not in caplog.text
+    assert Ensemble(tasks=[Task("y", handler=lambda ctx: "still here")]).run().raw == "still here"
+
+
+_INTERRUPTED_IN_THE_LAST_STEP = """
+import asyncio, os, signal
+from agentensemble import Ensemble, FunctionModel, Task
+
+async def client():  # what a model client bound to the loop holds open
     try:
-        for _ in range(2):  # the second call is served: the loop's thread serves on
-            outputs = pool.submit(ensemble.run).result(timeout=30).task_outputs
-            assert [o.raw for o in outputs] == ["done", "later"]
+        yield
+        await asyncio.Event().wait()
     finally:
-        pool.shutdown(wait=False)  # a regression leaves its thread waiting: not on it
+        await asyncio.sleep(0)  # its cleanup needs a turn of the loop
+        print("client closed", flush=True)
+
+held = []
+
+async def opens(messages, tools):
+    held.append(client())
+    await held[0].__anext__()
+    return "open"
+
+def interrupts(messages, tools):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands in the run's own last step
+    return "done"
+
+Ensemble(tasks=[Task("Open", llm=FunctionModel(opens))]).run()
+try:
+    Ensemble(tasks=[Task("Stop", llm=FunctionModel(interrupts))]).run()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_a_ctrl_c_in_a_runs_last_step_still_lets_exit_close_the_loops_clients() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IN_THE_LAST_STEP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.split() == ["interrupted", "client", "closed"], done.stderr
 
 
 def test_sync_runs_from_other_threads_share_the_background_loop() -> None:

@@ -111,24 +111,23 @@ class _OwnRunner:
         loop = self.loop
         task = loop.create_task(self._stopping_after(coroutine))  # in a copy of the context
         interrupted = False
+        wake: asyncio.Handle | None = None
 
         def on_ctrl_c(signum: int, frame: object) -> None:
-            nonlocal interrupted
+            nonlocal interrupted, wake
             if interrupted or task.done():  # a second Ctrl-C stops waiting for the cleanup
                 raise KeyboardInterrupt
             interrupted = True
             task.cancel()
             # Wakes the loop to see the cancel, and stops it should the work be cancelled
             # before it started (it then never reaches `_stopping_after`'s own stop).
-            loop.call_soon_threadsafe(loop.stop)
+            wake = loop.call_soon_threadsafe(loop.stop)
 
         signals = _own_ctrl_c(on_ctrl_c)
         try:
-            while not task.done():  # stopped early only by someone else's `loop.stop()`
-                loop.run_forever()
+            self._run_until_done(task)
             return task.result()
         except asyncio.CancelledError:
-            coroutine.close()  # cancelled before it started: no "never awaited" warning
             if interrupted:
                 raise KeyboardInterrupt from None
             raise
@@ -136,6 +135,10 @@ class _OwnRunner:
             self._unwind(task)  # raised out of the loop (an application's own Ctrl-C)
             raise
         finally:
+            if wake is not None:
+                wake.cancel()  # not left queued to stop the loop's next run (or its close)
+            if task.done():
+                coroutine.close()  # never started (cancelled first): no "never awaited" warning
             if signals is not None:
                 signals.signal(signals.SIGINT, signals.default_int_handler)
 
@@ -148,17 +151,24 @@ class _OwnRunner:
         finally:
             self.loop.stop()
 
+    def _run_until_done(self, task: asyncio.Task[Any]) -> None:
+        """Run the loop until `task` (made with `_stopping_after`) is done."""
+        while not task.done():  # stopped early only by someone else's `loop.stop()`
+            self.loop.run_forever()
+
     def _unwind(self, task: asyncio.Task[Any]) -> None:
         """Cancel a call's work that an exception raised out of the loop left running, and
         give it `_CANCEL_GRACE` seconds to clean up: the next call on this thread's loop
         must not run it too."""
         import asyncio
 
-        if task.done():
-            return
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            self.loop.run_until_complete(asyncio.wait([task], timeout=_CANCEL_GRACE))
+        if not task.done():
+            task.cancel()
+            waiting = asyncio.wait([task], timeout=_CANCEL_GRACE)
+            with contextlib.suppress(BaseException):
+                self._run_until_done(self.loop.create_task(self._stopping_after(waiting)))
+        if task.done() and not task.cancelled():
+            task.exception()  # the caller has it (raised out of the loop): not "never retrieved"
 
     def close(self) -> None:
         """Finalize what is bound to the loop (model clients), then close it (at exit:
