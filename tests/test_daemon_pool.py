@@ -83,6 +83,44 @@ def test_ctrl_c_during_a_slow_sync_tool_exits_at_once() -> None:
     assert "KeyboardInterrupt" in child.stderr.read()
 
 
+_CTRL_C_TAKEN_BY_THE_TOOLS_THREAD = """
+import asyncio, signal, threading
+from agentensemble import Agent, Ensemble, FunctionModel, Task, ToolCall, tool
+
+loops = []
+
+def model(messages, tools):
+    loops.append(asyncio.get_running_loop())
+    if len(loops) == 1:
+        return ToolCall(id="c1", name="slow_lookup", arguments='{"query": "x"}')
+    return "done"
+
+@tool
+def slow_lookup(query: str) -> str:
+    \"\"\"Look something up, slowly.\"\"\"
+    idle = threading.Event()
+    loops[0].call_soon_threadsafe(idle.set)  # the loop has run: it goes back to waiting
+    idle.wait(10)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # the kernel gave it here
+    threading.Event().wait()  # stuck for good
+    return "late"
+
+agent = Agent("A", "g", tools=[slow_lookup], llm=FunctionModel(model))
+Ensemble(tasks=[Task("Look it up", agent=agent)]).run()
+"""
+
+
+def test_ctrl_c_taken_by_a_tools_thread_wakes_the_waiting_loop() -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_TAKEN_BY_THE_TOOLS_THREAD],
+        capture_output=True,
+        text=True,
+        timeout=60,  # a regression waits in `select` for good: the timeout fails the test
+        check=False,
+    )
+    assert "KeyboardInterrupt" in child.stderr
+
+
 def _threads_named(prefix: str) -> list[threading.Thread]:
     return [thread for thread in threading.enumerate() if thread.name.startswith(prefix)]
 

@@ -101,9 +101,19 @@ class _OwnRunner:
 
     def __init__(self) -> None:
         import asyncio
+        import socket
 
         self.loop = asyncio.new_event_loop()
         self.forked = False
+        # Where a Ctrl-C wakes the loop (see `_own_ctrl_c`); the loop drains it.
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._wake_in.setblocking(False)
+        self._wake_out.setblocking(False)
+        self.loop.add_reader(self._wake_in.fileno(), self._drain_wakes)
+
+    def _drain_wakes(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_in.recv(4096)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         import asyncio
@@ -123,7 +133,7 @@ class _OwnRunner:
             # before it started (it then never reaches `_stopping_after`'s own stop).
             wake = loop.call_soon_threadsafe(loop.stop)
 
-        signals = _own_ctrl_c(on_ctrl_c)
+        owned = _own_ctrl_c(on_ctrl_c, self._wake_out.fileno())
         try:
             self._run_until_done(task)
             return task.result()
@@ -139,8 +149,8 @@ class _OwnRunner:
                 wake.cancel()  # not left queued to stop the loop's next run (or its close)
             if task.done():
                 coroutine.close()  # never started (cancelled first): no "never awaited" warning
-            if signals is not None:
-                signals.signal(signals.SIGINT, signals.default_int_handler)
+            if owned is not None:
+                _give_back_ctrl_c(*owned)
 
     async def _stopping_after(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Await `coroutine`, then stop the loop in the same turn: `run_until_complete`
@@ -181,21 +191,33 @@ class _OwnRunner:
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
                 self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
+            self.loop.remove_reader(self._wake_in.fileno())
             self.loop.close()
+            self._wake_in.close()
+            self._wake_out.close()
 
 
-def _own_ctrl_c(handler: Callable[[int, Any], None]) -> Any:
+def _own_ctrl_c(handler: Callable[[int, Any], None], wake_fd: int) -> tuple[Any, int] | None:
     """Make `handler` the SIGINT handler while a call runs on the main thread, where Ctrl-C
-    would otherwise raise `KeyboardInterrupt` wherever the loop happens to be. Returns the
-    signal module to restore the default handler with afterwards, or None when someone
-    else handles Ctrl-C (or ignores it), or off the main thread."""
+    would otherwise raise `KeyboardInterrupt` wherever the loop happens to be, and `wake_fd`
+    the signal's wake-up: the kernel may hand the signal to any thread (a sync tool's), and
+    its handler runs only once the main thread runs Python again, which a loop waiting in
+    `select` with nothing scheduled never would. Returns what `_give_back_ctrl_c` needs, or
+    None when someone else handles Ctrl-C (or ignores it), or off the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
     signals = _signal_module()
     if signals.getsignal(signals.SIGINT) is not signals.default_int_handler:
         return None
+    previous_fd = signals.set_wakeup_fd(wake_fd, warn_on_full_buffer=False)
     signals.signal(signals.SIGINT, handler)
-    return signals
+    return signals, previous_fd
+
+
+def _give_back_ctrl_c(signals: Any, previous_fd: int) -> None:
+    """Undo `_own_ctrl_c`: Python's own SIGINT handler, and the wake-up it had."""
+    signals.signal(signals.SIGINT, signals.default_int_handler)
+    signals.set_wakeup_fd(previous_fd)
 
 
 def _signal_module() -> Any:
