@@ -270,13 +270,13 @@ def _importable_from(file: str) -> None:
 def _missing_inputs(ensemble: Ensemble, inputs: dict[str, str]) -> list[str]:
     """The template inputs a run of `ensemble` needs and neither the file nor `inputs` give,
     found by the run's own resolution of task and agent texts."""
-    from agentensemble._run import agents_of
     from agentensemble.errors import PromptTemplateError, ValidationError
     from agentensemble.execution._planning import resolve_agents, resolve_texts
 
     given = {**cast("Mapping[str, str]", ensemble.inputs), **inputs}  # text since built
-    tasks = ensemble._validated.all_tasks  # every task a run resolves, loop bodies included
-    agents = agents_of(ensemble, tasks)
+    shape = ensemble._validated
+    tasks = shape.all_tasks  # every task a run resolves, loop bodies included
+    agents = shape.templated_agents
     missing: dict[str, None] = {}
     for resolve in (lambda: resolve_texts(tasks, given), lambda: resolve_agents(agents, given)):
         try:

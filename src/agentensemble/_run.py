@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from agentensemble.observability._trace import ExecutionTrace
     from agentensemble.phase import Phase
 
-__all__ = ["Composition", "RunPlan", "agents_of", "execute_run", "run_ensemble"]
+__all__ = ["Composition", "RunPlan", "execute_run", "run_ensemble"]
 
 logger = get_logger("agentensemble.ensemble")
 
@@ -149,8 +149,9 @@ class _Shape:
     texts: Mapping[Task[Any], tuple[str, str]] | None = None
     """Every task's texts when none holds a brace: the same in every run whatever its inputs
     (None: each run resolves them with its inputs)."""
-    templated_agents: bool = True
-    """Whether an agent's texts may hold a template (each run then fills them in)."""
+    templated_agents: tuple[Agent, ...] = ()
+    """The agents whose texts may hold a template: each run fills them in (set, like
+    `texts`, when the ensemble is checked)."""
 
     @property
     def all_tasks(self) -> tuple[Task[Any], ...]:
@@ -232,9 +233,8 @@ async def run_ensemble(
     if texts is None:
         every = shape.all_tasks
         texts = dict(zip(every, resolve_texts(every, run_inputs), strict=True))
-    agents = {}
-    if shape.templated_agents:
-        agents = resolve_agents(agents_of(ensemble, shape.all_tasks), run_inputs)
+    templated = shape.templated_agents
+    agents = resolve_agents(templated, run_inputs) if templated else {}
     await _check_memory_store(ensemble)
     run = _run_context(ensemble, options, shape, agents)
     if checkpoint is not None or ensemble.checkpoint is not None:
@@ -342,13 +342,13 @@ def _validate(ensemble: Ensemble) -> _Shape:
             warnings=warnings,
             budgeted=tuple(task for task in every if has_budget(task)),
             texts=fixed_texts(every),
-            templated_agents=any(has_template(agent) for agent in agents_of(ensemble, every)),
+            templated_agents=tuple(filter(has_template, _agents_of(ensemble, every))),
         )
         object.__setattr__(ensemble, "_validated", shape)
     return shape
 
 
-def agents_of(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> list[Agent]:
+def _agents_of(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> list[Agent]:
     """The agents of `tasks`, then the ensemble's own (those whose texts a run fills in)."""
     return [*(task.agent for task in tasks if task.agent is not None), *ensemble.agents]
 
@@ -376,7 +376,7 @@ def _pausing(ensemble: Ensemble, tasks: Sequence[Task[Any]]) -> Iterator[str]:
             review = getattr(task, name)
             if review is not None and review.on_timeout is OnTimeoutAction.PAUSE:
                 yield f"Task '{task.label}' {name} on_timeout=PAUSE"
-    for agent in agents_of(ensemble, tasks):
+    for agent in _agents_of(ensemble, tasks):
         for tool in agent.tools:
             if getattr(tool, "on_timeout", None) is OnTimeoutAction.PAUSE:
                 yield f"Agent '{agent.role}' tool {type(tool).__name__}(on_timeout=PAUSE)"

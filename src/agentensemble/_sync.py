@@ -202,10 +202,9 @@ def _own_ctrl_c(handler: Callable[[int, Any], None], wake_fd: int) -> tuple[Any,
     would otherwise raise `KeyboardInterrupt` wherever the loop happens to be, and `wake_fd`
     the signal's wake-up: the kernel may hand the signal to any thread (a sync tool's), and
     its handler runs only once the main thread runs Python again, which a loop waiting in
-    `select` with nothing scheduled never would. Returns what `_give_back_ctrl_c` needs, or
-    None when someone else handles Ctrl-C (or ignores it), or off the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
+    `select` with nothing scheduled never would. Called on the main thread (`run_sync`
+    checks). Returns what `_give_back_ctrl_c` needs, or None when someone else handles
+    Ctrl-C (or ignores it)."""
     signals = _signal_module()
     if signals.getsignal(signals.SIGINT) is not signals.default_int_handler:
         return None
