@@ -104,11 +104,14 @@ class _OwnRunner:
         import socket
 
         self.loop = asyncio.new_event_loop()
+        self.thread_id = threading.get_ident()
         self.forked = False
         # Where a Ctrl-C wakes the loop (see `_own_ctrl_c`); the loop drains it.
         self._wake_in, self._wake_out = socket.socketpair()
         self._wake_in.setblocking(False)
         self._wake_out.setblocking(False)
+        self._wake_fd = self._wake_out.fileno()
+        self._signals = _signal_module()
         self.loop.add_reader(self._wake_in.fileno(), self._drain_wakes)
 
     def _drain_wakes(self) -> None:
@@ -119,7 +122,8 @@ class _OwnRunner:
         import asyncio
 
         loop = self.loop
-        task = loop.create_task(self._stopping_after(coroutine))  # in a copy of the context
+        # in a copy of the context; named, which spares formatting a "Task-N" name per call
+        task = loop.create_task(self._stopping_after(coroutine), name=_TASK_NAME)
         interrupted = False
         wake: asyncio.Handle | None = None
 
@@ -133,9 +137,10 @@ class _OwnRunner:
             # before it started (it then never reaches `_stopping_after`'s own stop).
             wake = loop.call_soon_threadsafe(loop.stop)
 
-        owned = _own_ctrl_c(on_ctrl_c, self._wake_out.fileno())
+        owned = _own_ctrl_c(self._signals, on_ctrl_c, self._wake_fd)
         try:
-            self._run_until_done(task)
+            while not task.done():  # `_run_until_done`, inline: this is every sync call's path
+                loop.run_forever()
             return task.result()
         except asyncio.CancelledError:
             if interrupted:
@@ -150,7 +155,7 @@ class _OwnRunner:
             if task.done():
                 coroutine.close()  # never started (cancelled first): no "never awaited" warning
             if owned is not None:
-                _give_back_ctrl_c(*owned)
+                _give_back_ctrl_c(self._signals, owned)
 
     async def _stopping_after(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Await `coroutine`, then stop the loop in the same turn: `run_until_complete`
@@ -197,20 +202,20 @@ class _OwnRunner:
             self._wake_out.close()
 
 
-def _own_ctrl_c(handler: Callable[[int, Any], None], wake_fd: int) -> tuple[Any, int] | None:
+def _own_ctrl_c(signals: Any, handler: Callable[[int, Any], None], wake_fd: int) -> int | None:
     """Make `handler` the SIGINT handler while a call runs on the main thread, where Ctrl-C
     would otherwise raise `KeyboardInterrupt` wherever the loop happens to be, and `wake_fd`
     the signal's wake-up: the kernel may hand the signal to any thread (a sync tool's), and
     its handler runs only once the main thread runs Python again, which a loop waiting in
     `select` with nothing scheduled never would. Called on the main thread (`run_sync`
-    checks). Returns what `_give_back_ctrl_c` needs, or None when someone else handles
-    Ctrl-C (or ignores it)."""
-    signals = _signal_module()
+    checks) with `signals`, the module `_signal_module` returns. Returns the wake-up it
+    replaced, for `_give_back_ctrl_c`, or None when someone else handles Ctrl-C (or
+    ignores it)."""
     if signals.getsignal(signals.SIGINT) is not signals.default_int_handler:
         return None
-    previous_fd = signals.set_wakeup_fd(wake_fd, warn_on_full_buffer=False)
+    previous_fd: int = signals.set_wakeup_fd(wake_fd)
     signals.signal(signals.SIGINT, handler)
-    return signals, previous_fd
+    return previous_fd
 
 
 def _give_back_ctrl_c(signals: Any, previous_fd: int) -> None:
@@ -230,6 +235,9 @@ def _signal_module() -> Any:
 
 
 _main: _OwnRunner | None = None
+
+_TASK_NAME = "agentensemble.run_sync"
+"""The name of the task a sync call on the main thread runs in."""
 
 
 def _main_runner() -> _OwnRunner:
@@ -260,8 +268,14 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     import asyncio
 
     running = asyncio._get_running_loop()  # None, not an error to chain onto the run's own
-    if running is None and threading.current_thread() is threading.main_thread():
-        return _main_runner().run(coroutine)
+    if running is None:
+        main = _main  # made on the main thread: its thread id is the main thread's
+        if main is not None and main.thread_id == threading.get_ident():
+            if not main.loop.is_closed():  # every sync call on the main thread but the first
+                return main.run(coroutine)
+            return _main_runner().run(coroutine)
+        if threading.current_thread() is threading.main_thread():
+            return _main_runner().run(coroutine)
     loop = background_loop()
     if running is loop:  # sync code on the background loop itself must not block it
         return _run_on_own_thread(coroutine)
