@@ -41,6 +41,9 @@ __all__ = ["PARALLEL", "DagRun", "DrainedHook", "ParallelExecutor"]
 
 logger = get_logger("agentensemble.parallel")
 
+_TASK_NAME = "agentensemble.task"
+"""The name of the asyncio task each of a DAG's tasks runs in."""
+
 DrainedHook = Callable[["DagRun"], Awaitable[Sequence[PlannedTask]]]
 """Called when every task in the graph has settled; returns the tasks to run next (none:
 the graph is done)."""
@@ -253,7 +256,8 @@ class DagRun:
             raise AssertionError("DagRun: a task started outside execute()")
         slots = self.run.task_slots
         coroutine = self._in_slot(slots, planned) if slots is not None else self._run(planned)
-        task = asyncio.get_running_loop().create_task(coroutine)
+        # named: asyncio formats a "Task-N" name for every unnamed task (0.6 µs of each)
+        task = asyncio.get_running_loop().create_task(coroutine, name=_TASK_NAME)
         self._running[task] = planned
         task.add_done_callback(self._on_done, context=self._callbacks)
 
