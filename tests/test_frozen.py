@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import Deferred, defer_fields, direct_init, direct_new
 
 
 @direct_init
@@ -289,3 +289,67 @@ def test_fields_named_like_builtins_do_not_shadow_the_generated_code() -> None:
     assert (shadowing.id, shadowing.type, shadowing.object, shadowing.len) == (3, "kind", (), 1)
     assert type(Sub()) is Sub
     assert Sub().object == ()
+
+
+class _Counted(Deferred):
+    """A deferred value that counts how many times it is made."""
+
+    __slots__ = ("made_count", "value")
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        self.made_count = 0
+
+    def made(self) -> object:
+        self.made_count += 1
+        return self.value
+
+
+@defer_fields("detail")
+@direct_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    name: str
+    detail: object = None
+    size: int = 0
+    more: int = 0
+
+
+def test_a_deferred_field_is_made_at_its_first_reading_and_kept() -> None:
+    deferred = _Counted(["the", "detail"])
+    result = Result(name="r", detail=deferred)
+    assert deferred.made_count == 0
+    first = result.detail
+    assert first == ["the", "detail"]
+    assert result.detail is first
+    assert deferred.made_count == 1
+
+
+def test_equality_replace_and_pickle_see_a_deferred_field_s_value() -> None:
+    made_early = Result(name="r", detail=["x"])
+    assert Result(name="r", detail=_Counted(["x"])) == made_early
+    assert dataclasses.replace(Result(name="r", detail=_Counted(["x"])), size=2).detail == ["x"]
+    copied = pickle.loads(pickle.dumps(Result(name="r", detail=_Counted(["x"]))))
+    assert copied == made_early
+    assert not isinstance(vars(Result)["detail"].__get__(copied, Result), Deferred)
+
+
+def test_a_deferred_field_stays_frozen_and_every_constructor_takes_a_deferred() -> None:
+    result = direct_new(Result)(name="r", detail=_Counted(7))
+    assert result.detail == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.detail = 8  # type: ignore[misc]
+    assert SmallPair(1, _Counted(2)).y == 2  # under four fields: set through the slot itself
+
+
+@defer_fields("y")
+@direct_init
+@dataclass(frozen=True, slots=True)
+class SmallPair:
+    x: int
+    y: object
+
+
+def test_a_deferred_that_does_not_say_how_to_make_its_value_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="does not say how its value is made"):
+        _ = Result(name="r", detail=Deferred()).detail

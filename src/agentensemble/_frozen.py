@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import MemberDescriptorType
 from typing import Any, ParamSpec, TypeVar, cast
 
-__all__ = ["direct_init", "direct_maker", "direct_new"]
+__all__ = ["Deferred", "defer_fields", "direct_init", "direct_maker", "direct_new"]
 
 C = TypeVar("C", bound=type)
 T = TypeVar("T")
@@ -268,9 +268,64 @@ def _is_init_var(item: dataclasses.Field[Any]) -> bool:
 
 
 def _slot(cls: type[Any], name: str) -> Any:
-    """The descriptor of the slot `name` (on the class or a base)."""
+    """The descriptor of the slot `name` (on the class or a base; under `defer_fields`,
+    the slot's own)."""
     for klass in cls.__mro__:
         found = vars(klass).get(name)
+        if isinstance(found, _DeferringSlot):
+            return found.slot
         if isinstance(found, MemberDescriptorType):
             return found
     raise TypeError(f"{cls.__name__}.{name} is not a slot: direct_init needs slots=True")
+
+
+class Deferred:
+    """A field's value not made yet, in a field that `defer_fields` set up: the field's
+    first reading makes the value (`made`) and keeps it in the field instead."""
+
+    __slots__ = ()
+
+    def made(self) -> Any:
+        """The value (made by the first call; a subclass says how)."""
+        raise TypeError(f"{type(self).__name__} does not say how its value is made")
+
+
+class _DeferringSlot:
+    """The descriptor of a field under `defer_fields`: its slot's own, except that reading
+    a `Deferred` there makes the value and puts it in the slot in the `Deferred`'s place."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: MemberDescriptorType) -> None:
+        self.slot = slot
+
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+        if instance is None:
+            return self
+        value = self.slot.__get__(instance, owner)
+        if isinstance(value, Deferred):
+            value = value.made()
+            self.slot.__set__(instance, value)
+        return value
+
+    def __set__(self, instance: object, value: Any) -> None:
+        self.slot.__set__(instance, value)
+
+    def __delete__(self, instance: object) -> None:
+        self.slot.__delete__(instance)
+
+
+def defer_fields(*names: str) -> Callable[[C], C]:
+    """Let the fields `names` of a frozen, slotted dataclass hold a `Deferred` (given to its
+    constructor in place of the value), made into the value when the field is first read,
+    by anyone: `dataclasses.replace`, equality and pickling read fields too, so they see
+    the value, as the instance's users do. For a part of a result that most callers never
+    read and that costs much to make (a task's trace). Apply it above ``@dataclass`` (and
+    `direct_init`)."""
+
+    def deferring(cls: C) -> C:
+        for name in names:
+            setattr(cls, name, _DeferringSlot(_slot(cls, name)))
+        return cls
+
+    return deferring

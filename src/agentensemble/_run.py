@@ -883,9 +883,10 @@ async def _timed_out_while_planning(
             exit_reason=ExitReason.TIMEOUT.value,
         )
         interrupted = await _deliver_ending(run, ended)
-    trace, interrupted = await _exported(run, exporter, interrupted)
+    interrupted = await _exported(run, exporter, interrupted)
     if interrupted is not None:
         raise interrupted
+    trace = run.trace.result()
     return EnsembleOutput(
         task_outputs=(),
         total_duration=timedelta(0),
@@ -927,18 +928,19 @@ async def execute_run(
         if run.checkpoint is not None:  # before listeners hear the end: they may resume it
             checkpointed = await _checkpoint_ended(run.checkpoint, ended, failure, paused)
         interrupted = await _deliver_ending(run, ended, cancelled=cancelled) or checkpointed
-    trace, interrupted = await _exported(run, exporter, interrupted)
+    interrupted = await _exported(run, exporter, interrupted)
     if failure is not None:
         raise failure
     if interrupted is not None:
         raise interrupted
     return direct_new(EnsembleOutput)(
         task_outputs=run.outputs.completed(),
-        total_duration=trace.total_duration,
+        total_duration=ended.duration,
         exit_reason=reason,
-        metrics=trace.metrics,
+        metrics=run.trace.metrics(ended.agent_synthesis),
         phase_outputs=dict(run.outputs.by_phase),
-        trace=trace,
+        # made when first read: most runs never read their trace (an exporter made it)
+        trace=cast("ExecutionTrace", run.trace.result_to_make()),
         _by_task=run.outputs.by_task(),
         _final=_final_output(plan, run),
         _loops=dict(run.outputs.loops),
@@ -1103,13 +1105,13 @@ async def _drained(run: RunContext, *, cancelled: bool) -> asyncio.CancelledErro
 
 async def _exported(
     run: RunContext, exporter: TraceExporter | None, interrupted: asyncio.CancelledError | None
-) -> tuple[ExecutionTrace, asyncio.CancelledError | None]:
-    """The run's trace, handed to the exporter even if the run is cancelled meanwhile; and
-    the cancellation to raise afterwards, if any."""
-    trace = run.trace.result()
+) -> asyncio.CancelledError | None:
+    """Hand the run's trace to the exporter, if any, even if the run is cancelled meanwhile;
+    return the cancellation to raise afterwards, if any."""
     if exporter is not None:
+        trace = run.trace.result()
         interrupted = await finish_even_if_cancelled(export_trace(exporter, trace)) or interrupted
-    return trace, interrupted
+    return interrupted
 
 
 def _final_output(plan: RunPlan, run: RunContext) -> TaskOutput[Any] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from agentensemble._frozen import direct_init
+from agentensemble._frozen import defer_fields, direct_init
 from agentensemble.enums import ExitReason
 from agentensemble.observability._metrics import ExecutionMetrics, TaskMetrics
 
@@ -24,6 +24,7 @@ T = TypeVar("T")
 Out = TypeVar("Out", covariant=True)
 
 
+@defer_fields("trace")  # made when first read: most runs never read their tasks' traces
 @direct_init
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class TaskOutput(Generic[Out]):
@@ -45,7 +46,7 @@ class TaskOutput(Generic[Out]):
     """The task's ``output_type``."""
     metrics: TaskMetrics = field(default_factory=TaskMetrics)
     trace: TaskTrace | None = None
-    """What the task did: prompts, every model call and tool call."""
+    """What the task did: prompts, every model call and tool call (made when first read)."""
     name: str | None = None
     """The task's `name`, when it has one."""
 
@@ -75,6 +76,7 @@ class TaskOutput(Generic[Out]):
         return checked
 
 
+@defer_fields("trace")  # made when first read (as each task's is)
 @direct_init
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class EnsembleOutput:
@@ -88,7 +90,7 @@ class EnsembleOutput:
     phase_outputs: Mapping[str, tuple[TaskOutput[Any], ...]] = field(default_factory=dict)
     """Outputs by phase name (runs with phases only)."""
     trace: ExecutionTrace | None = None
-    """The run's execution trace."""
+    """The run's execution trace (made when first read)."""
     run_id: str = ""
     """The run's id (``ensemble_id`` on its events and trace): what ``run(resume=...)``
     takes to continue a checkpointed run that stopped early."""

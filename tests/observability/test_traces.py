@@ -295,3 +295,64 @@ def test_a_task_name_is_in_its_output_and_trace() -> None:
     assert [o.name for o in output.task_outputs] == ["research", None]
     assert output.trace is not None
     assert [t.name for t in output.trace.task_traces] == ["research", None]
+
+
+def test_a_task_s_trace_is_one_object_whichever_is_read_first() -> None:
+    """A run's traces are made when first read (most runs never read them); each task's is
+    the same object in its output and in the run's trace, whichever is read first."""
+    output = traced_run()
+    task_first = output.task_outputs[0].trace
+    run_trace = trace_of(output)
+    assert run_trace.task_traces[0] is task_first
+    assert trace_of(output) is run_trace
+    again = traced_run()
+    run_first = trace_of(again).task_traces[0]
+    assert again.task_outputs[0].trace is run_first
+    assert run_first.llm_interactions[0].tool_calls[0].result == "value of a"
+
+
+def test_traces_read_from_many_threads_at_once_are_one_and_the_same() -> None:
+    import threading
+
+    outputs = [traced_run() for _ in range(20)]
+    seen: list[list[object]] = [[] for _ in outputs]
+    start = threading.Barrier(4)
+
+    def read() -> None:
+        start.wait()
+        for index, output in enumerate(outputs):
+            seen[index].append(trace_of(output))
+            seen[index].append(output.task_outputs[0].trace)
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    for output, traces in zip(outputs, seen, strict=True):
+        assert all(trace == trace_of(output) for trace in traces[::2])
+        assert all(trace == output.task_outputs[0].trace for trace in traces[1::2])
+        assert trace_of(output).task_traces[0] is output.task_outputs[0].trace
+
+
+def test_a_task_output_pickles_and_compares_with_its_trace() -> None:
+    import pickle
+
+    output = traced_run().task_outputs[0]
+    copied = pickle.loads(pickle.dumps(output))  # the trace is made as it is pickled
+    assert copied == output
+    assert copied.trace is not None
+    assert copied.trace == output.trace
+    assert copied.trace.llm_interactions[0].tool_calls[0].result == "value of a"
+
+
+def test_the_exporter_and_the_output_hold_one_trace() -> None:
+    exported: list[ExecutionTrace] = []
+
+    class Keeping:
+        def export(self, trace: ExecutionTrace) -> None:
+            exported.append(trace)
+
+    output = traced_run(trace_exporter=Keeping())
+    assert exported == [trace_of(output)]
+    assert exported[0] is trace_of(output)

@@ -60,8 +60,9 @@ class GraphRecord:
 
 def kept(output: TaskOutput[Any]) -> TaskOutput[Any]:
     """`output` as a history keeps it: without its task trace (prompts, model calls), so a
-    long loop or walk holds its outputs only."""
-    return output if output.trace is None else dataclasses.replace(output, trace=None)
+    long loop or walk holds its outputs only. (Not read to see whether there is one: a
+    trace is made when first read.)"""
+    return dataclasses.replace(output, trace=None)
 
 
 def revised(planned: PlannedTask, feedback: str, prior: str, attempt: int) -> PlannedTask:

@@ -12,7 +12,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agentensemble._frozen import direct_init, direct_new
 from agentensemble._logging import enter_task_log, get_logger, leave_task_log
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable
 
     from agentensemble.execution._context import TaskContext
+    from agentensemble.observability._trace import TaskTrace
     from agentensemble.tools import ToolResult
 
 __all__ = ["ResponseType", "TaskRecorder", "Turn", "failure_reason"]
@@ -152,7 +153,7 @@ class TaskRecorder(CapabilityFacts):
             parsed_output=parsed,
             output_type=task.planned.source.output_type,
             metrics=metrics,
-            trace=trace,
+            trace=cast("TaskTrace", trace),  # or the trace to make: made when first read
             name=task.planned.source.name,
         )
 

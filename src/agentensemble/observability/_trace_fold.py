@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from agentensemble._frozen import direct_new
+from agentensemble._frozen import Deferred, direct_new
 from agentensemble.observability._capture import CaptureMode
 from agentensemble.observability._cost import CostConfiguration
 from agentensemble.observability._events import (
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from agentensemble.models import Message
 
-__all__ = ["TraceFold", "Usage"]
+__all__ = ["ExecutionTraceToMake", "TaskTraceToMake", "TraceFold", "Usage"]
 
 T = TypeVar("T")
 
@@ -192,7 +192,8 @@ class TraceFold:
         self._capture = CaptureMode.OFF
         self._cost: CostConfiguration | None = None
         self._running: dict[str, _Task] = {}
-        self._done: dict[str, tuple[TaskTrace, TaskMetrics]] = {}
+        self._done: dict[str, tuple[TaskTrace | TaskTraceToMake, TaskMetrics]] = {}
+        self._completed: EnsembleCompletedEvent | None = None
         self._result: ExecutionTrace | None = None
         self._failed: list[TaskTrace] = []
         self._failed_workers: dict[str, TaskTrace] = {}
@@ -226,8 +227,16 @@ class TraceFold:
     def result(self) -> ExecutionTrace:
         """The run's trace, once `ensemble_completed` has been folded in."""
         if self._result is None:
-            raise ValueError("the events do not include the run's ensemble_completed event")
+            if self._completed is None:
+                raise ValueError("the events do not include the run's ensemble_completed event")
+            self._result = self.trace_for(self._completed)
         return self._result
+
+    def result_to_make(self) -> ExecutionTraceToMake:
+        """`result`, made when first read (`EnsembleOutput.trace`)."""
+        if self._completed is None:
+            raise ValueError("the events do not include the run's ensemble_completed event")
+        return ExecutionTraceToMake(self)
 
     def release(self, task_id: str) -> None:
         """Keep only the metrics of a completed task whose output another execution of the
@@ -236,11 +245,14 @@ class TraceFold:
         done = self._done.get(task_id)
         if done is not None:
             trace, metrics = done
-            light = dataclasses.replace(trace, prompts=None, llm_interactions=(), final_output="")
+            light = dataclasses.replace(
+                _made(trace), prompts=None, llm_interactions=(), final_output=""
+            )
             self._done[task_id] = (light, metrics)
 
-    def task_result(self, task_id: str) -> tuple[TaskTrace, TaskMetrics]:
-        """The trace and metrics of a completed task."""
+    def task_result(self, task_id: str) -> tuple[TaskTrace | TaskTraceToMake, TaskMetrics]:
+        """The trace (or the trace to make when it is first read) and metrics of a
+        completed task."""
         return self._done[task_id]
 
     @property
@@ -280,7 +292,7 @@ class TraceFold:
                     f"the events do not include the completion of task {task_id!r}, one of "
                     "the run's outputs (an event log that dropped events cannot be folded)"
                 )
-            traces.append(done[0])
+            traces.append(_made(done[0]))
         metrics = self.metrics(completed.agent_synthesis)
         return direct_new(ExecutionTrace)(
             ensemble_id=started.ensemble_id,
@@ -313,7 +325,7 @@ class TraceFold:
         self._cost = event.cost_configuration
 
     def _ensemble_completed(self, event: EnsembleCompletedEvent) -> None:
-        self._result = self.trace_for(event)
+        self._completed, self._result = event, None  # the trace is made when first asked for
 
     # ---- tasks -----------------------------------------------------------------------------
 
@@ -344,8 +356,13 @@ class TraceFold:
         metrics = task.metrics(self._cost)
         parsed = event.parsed_output
         self._done[event.task_id] = (
-            self._task_trace(
-                task, event.duration, metrics, event.raw, None if parsed is None else _owned(parsed)
+            TaskTraceToMake(
+                self._capture,
+                task,
+                event.duration,
+                metrics,
+                event.raw,
+                None if parsed is None else _owned(parsed),
             ),
             metrics,
         )
@@ -370,48 +387,22 @@ class TraceFold:
             error_type=event.error_type,
             message=event.reason,
         )
+        duration = event.duration
         trace = dataclasses.replace(
-            self._task_trace(task, event.duration, task.metrics(self._cost), ""), error=error
+            _task_trace(
+                self._capture,
+                task,
+                duration,
+                task.started_at + duration,
+                task.metrics(self._cost),
+                "",
+            ),
+            error=error,
         )
         if event.parent_task_id is None:
             self._failed.append(trace)
         else:
             self._failed_workers[event.task_id] = trace
-
-    def _task_trace(
-        self,
-        task: _Task,
-        duration: timedelta,
-        metrics: TaskMetrics,
-        final_output: str,
-        parsed_output: Any = None,
-    ) -> TaskTrace:
-        # fifteen keywords at most: a call with more passes them in a dict (the delegations
-        # and memory operations of the few tasks that have any are added after)
-        trace = direct_new(TaskTrace)(
-            task_index=task.index,
-            agent_role=task.agent_role,
-            task_description=task.description,
-            expected_output=task.expected_output,
-            started_at=task.started_at,
-            completed_at=task.started_at + duration,
-            duration=duration,
-            prompts=None
-            if task.user_prompt is None
-            else PromptTrace(system=task.system_prompt, user=task.user_prompt),
-            llm_interactions=tuple([self._interaction(call) for call in task.calls]),
-            final_output=final_output,
-            parsed_output=parsed_output,
-            metrics=metrics,
-            name=task.name,
-            node_type=task.node_type,
-            map_reduce_level=task.map_reduce_level,
-        )
-        if not task.delegations and not task.memory:
-            return trace
-        return dataclasses.replace(
-            trace, delegations=tuple(task.delegations), memory_operations=tuple(task.memory)
-        )
 
     # ---- model and tool calls --------------------------------------------------------------
 
@@ -463,27 +454,6 @@ class TraceFold:
             ),
         )
 
-    def _interaction(self, call: _Call) -> LlmInteraction:
-        completed = call.completed
-        started_at = call.started_at or completed.timestamp
-        # a final answer's text is the task's final_output: one copy, not two; FULL keeps it
-        # (the text of an answer that a structured-output retry replaced is only here)
-        omit_text = (
-            completed.response_type == "FINAL_ANSWER" and self._capture is not CaptureMode.FULL
-        )
-        return direct_new(LlmInteraction)(
-            iteration_index=completed.iteration_index,
-            started_at=started_at,
-            completed_at=started_at + completed.latency,
-            latency=completed.latency,
-            input_tokens=completed.input_tokens,
-            output_tokens=completed.output_tokens,
-            response_type=completed.response_type,
-            response_text=None if omit_text else completed.response_text,
-            tool_calls=_in_request_order(call.tool_calls, completed),
-            messages=capture_messages(call.messages) if call.messages else (),
-        )
-
     # ---- memory and delegation -------------------------------------------------------------
 
     def _memory_operation(self, event: MemoryOperationEvent) -> None:
@@ -518,7 +488,7 @@ class TraceFold:
             error = event.errors[0] if event.errors else None
             description = description or event.task_description
         else:
-            raw, worker_trace, error = event.raw_output, worker[0] if worker else None, None
+            raw, worker_trace, error = event.raw_output, _made(worker[0]) if worker else None, None
         task.delegations = _appended(
             task.delegations,
             DelegationTrace(
@@ -555,6 +525,135 @@ def _graph_step(fold: TraceFold, event: GraphStateCompletedEvent) -> None:
             task_id=event.task_id,
             completed_at=event.timestamp,
         )
+    )
+
+
+class TaskTraceToMake(Deferred):
+    """A completed task's `TaskTrace`, made when first read (`TaskOutput.trace`, the run's
+    trace): most runs never read their tasks' traces, and making one (its prompts, a record
+    of each model call) was about a tenth of the engine's cost per task. It keeps the
+    task's record in the fold, which nothing changes once the task completed, and lets go
+    of it once the trace is made. `completed_at` and `duration` are the trace's own."""
+
+    __slots__ = ("_made", "_parts", "completed_at", "duration")
+
+    _made: TaskTrace
+
+    def __init__(
+        self,
+        capture: CaptureMode,
+        task: _Task,
+        duration: timedelta,
+        metrics: TaskMetrics,
+        final_output: str,
+        parsed_output: Any,
+    ) -> None:
+        self.completed_at = task.started_at + duration
+        self.duration = duration
+        self._parts: tuple[CaptureMode, _Task, TaskMetrics, str, Any] | None = (
+            capture,
+            task,
+            metrics,
+            final_output,
+            parsed_output,
+        )
+
+    def made(self) -> TaskTrace:
+        """The trace (made at the first call; the same object after)."""
+        parts = self._parts  # read once: another thread may be making it too
+        if parts is not None:
+            capture, task, metrics, final_output, parsed_output = parts
+            self._made = _task_trace(
+                capture,
+                task,
+                self.duration,
+                self.completed_at,
+                metrics,
+                final_output,
+                parsed_output,
+            )
+            self._parts = None
+        return self._made
+
+
+class ExecutionTraceToMake(Deferred):
+    """A run's `ExecutionTrace`, made when first read (`EnsembleOutput.trace`) from its
+    fold, which the run no longer changes; the fold is let go once the trace is made."""
+
+    __slots__ = ("_fold", "_made")
+
+    _made: ExecutionTrace
+
+    def __init__(self, fold: TraceFold) -> None:
+        self._fold: TraceFold | None = fold
+
+    def made(self) -> ExecutionTrace:
+        """The trace (made at the first call; the same object after)."""
+        fold = self._fold  # read once: another thread may be making it too
+        if fold is not None:
+            self._made = fold.result()
+            self._fold = None
+        return self._made
+
+
+def _made(trace: TaskTrace | TaskTraceToMake) -> TaskTrace:
+    return trace.made() if isinstance(trace, TaskTraceToMake) else trace
+
+
+def _task_trace(
+    capture: CaptureMode,
+    task: _Task,
+    duration: timedelta,
+    completed_at: datetime,
+    metrics: TaskMetrics,
+    final_output: str,
+    parsed_output: Any = None,
+) -> TaskTrace:
+    # fifteen keywords at most: a call with more passes them in a dict (the delegations
+    # and memory operations of the few tasks that have any are added after)
+    trace = direct_new(TaskTrace)(
+        task_index=task.index,
+        agent_role=task.agent_role,
+        task_description=task.description,
+        expected_output=task.expected_output,
+        started_at=task.started_at,
+        completed_at=completed_at,
+        duration=duration,
+        prompts=None
+        if task.user_prompt is None
+        else PromptTrace(system=task.system_prompt, user=task.user_prompt),
+        llm_interactions=tuple([_interaction(capture, call) for call in task.calls]),
+        final_output=final_output,
+        parsed_output=parsed_output,
+        metrics=metrics,
+        name=task.name,
+        node_type=task.node_type,
+        map_reduce_level=task.map_reduce_level,
+    )
+    if not task.delegations and not task.memory:
+        return trace
+    return dataclasses.replace(
+        trace, delegations=tuple(task.delegations), memory_operations=tuple(task.memory)
+    )
+
+
+def _interaction(capture: CaptureMode, call: _Call) -> LlmInteraction:
+    completed = call.completed
+    started_at = call.started_at or completed.timestamp
+    # a final answer's text is the task's final_output: one copy, not two; FULL keeps it
+    # (the text of an answer that a structured-output retry replaced is only here)
+    omit_text = completed.response_type == "FINAL_ANSWER" and capture is not CaptureMode.FULL
+    return direct_new(LlmInteraction)(
+        iteration_index=completed.iteration_index,
+        started_at=started_at,
+        completed_at=started_at + completed.latency,
+        latency=completed.latency,
+        input_tokens=completed.input_tokens,
+        output_tokens=completed.output_tokens,
+        response_type=completed.response_type,
+        response_text=None if omit_text else completed.response_text,
+        tool_calls=_in_request_order(call.tool_calls, completed),
+        messages=capture_messages(call.messages) if call.messages else (),
     )
 
 
