@@ -213,7 +213,7 @@ def _own_ctrl_c(signals: Any, handler: Callable[[int, Any], None], wake_fd: int)
     ignores it)."""
     if signals.getsignal(signals.SIGINT) is not signals.default_int_handler:
         return None
-    previous_fd: int = signals.set_wakeup_fd(wake_fd)
+    previous_fd: int = signals.set_wakeup_fd(wake_fd, warn_on_full_buffer=False)
     signals.signal(signals.SIGINT, handler)
     return previous_fd
 

@@ -27,7 +27,13 @@ from agentensemble import (
     tool_call,
 )
 from agentensemble.models import Message, ToolCall, ToolResultMessage, ToolSpec
-from agentensemble.observability import SCHEMA_VERSION, ExecutionTrace, load_trace
+from agentensemble.observability import (
+    SCHEMA_VERSION,
+    EnsembleCompletedEvent,
+    ExecutionTrace,
+    RunWarningEvent,
+    load_trace,
+)
 from agentensemble.observability._capture import resolve_capture_mode
 from agentensemble.outputs import EnsembleOutput
 
@@ -297,6 +303,16 @@ def test_a_task_name_is_in_its_output_and_trace() -> None:
     assert [t.name for t in output.trace.task_traces] == ["research", None]
 
 
+class EventLog:
+    """A listener keeping every event of a run."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def on_event(self, event: Any) -> None:
+        self.events.append(event)
+
+
 def test_a_task_s_trace_is_one_object_whichever_is_read_first() -> None:
     """A run's traces are made when first read (most runs never read them); each task's is
     the same object in its output and in the run's trace, whichever is read first."""
@@ -312,27 +328,51 @@ def test_a_task_s_trace_is_one_object_whichever_is_read_first() -> None:
 
 
 def test_traces_read_from_many_threads_at_once_are_one_and_the_same() -> None:
+    import sys
     import threading
 
-    outputs = [traced_run() for _ in range(20)]
-    seen: list[list[object]] = [[] for _ in outputs]
+    outputs = [traced_run() for _ in range(100)]
+    seen: list[list[tuple[object, object]]] = [[] for _ in outputs]
     start = threading.Barrier(4)
 
     def read() -> None:
         start.wait()
         for index, output in enumerate(outputs):
-            seen[index].append(trace_of(output))
-            seen[index].append(output.task_outputs[0].trace)
+            seen[index].append((output.task_outputs[0].trace, trace_of(output)))
 
     readers = [threading.Thread(target=read) for _ in range(4)]
-    for reader in readers:
-        reader.start()
-    for reader in readers:
-        reader.join()
-    for output, traces in zip(outputs, seen, strict=True):
-        assert all(trace == trace_of(output) for trace in traces[::2])
-        assert all(trace == output.task_outputs[0].trace for trace in traces[1::2])
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between almost every bytecode
+    try:
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+    finally:
+        sys.setswitchinterval(previous)
+    for output, pairs in zip(outputs, seen, strict=True):
+        assert len(pairs) == 4
+        assert all(task_trace is output.task_outputs[0].trace for task_trace, _ in pairs)
+        assert all(run_trace is trace_of(output) for _, run_trace in pairs)
         assert trace_of(output).task_traces[0] is output.task_outputs[0].trace
+
+
+def test_a_trace_from_events_ends_at_the_run_s_completion() -> None:
+    """A log may go on after a run's completion (the start of a run resuming it): the
+    events after it do not change that run's trace."""
+    first, second = EventLog(), EventLog()
+    traced_run(listeners=[first])
+    traced_run(listeners=[second])
+    completed = first.events[-1]
+    assert isinstance(completed, EnsembleCompletedEvent)
+    later = [event for event in second.events if not isinstance(event, EnsembleCompletedEvent)]
+    later.append(
+        RunWarningEvent(ensemble_id=completed.ensemble_id, seq=999, code="late", message="late")
+    )
+    trace = ExecutionTrace.from_events([*first.events, *later])
+    assert trace == ExecutionTrace.from_events(first.events)
+    assert trace.warnings == ()
+    assert trace.started_at == first.events[0].timestamp
 
 
 def test_a_task_output_pickles_and_compares_with_its_trace() -> None:

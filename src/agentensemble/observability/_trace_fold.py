@@ -10,6 +10,7 @@ memory operations, until the task ends.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -211,6 +212,8 @@ class TraceFold:
         fold = cls()
         for event in events:
             fold.on(event)
+            if type(event) is EnsembleCompletedEvent:
+                fold.result()  # made now: a later run's events (a resumed run's) are not its
         return fold.result()
 
     @property
@@ -232,11 +235,14 @@ class TraceFold:
             self._result = self.trace_for(self._completed)
         return self._result
 
-    def result_to_make(self) -> ExecutionTraceToMake:
-        """`result`, made when first read (`EnsembleOutput.trace`)."""
+    def result_to_make(self) -> ExecutionTrace | ExecutionTraceToMake:
+        """`result`, to make when first read (`EnsembleOutput.trace`), unless it is made
+        already (an exporter read it). It holds what the trace is made of, not the fold."""
+        if self._result is not None:
+            return self._result
         if self._completed is None:
             raise ValueError("the events do not include the run's ensemble_completed event")
-        return ExecutionTraceToMake(self)
+        return ExecutionTraceToMake(self._trace_parts(self._completed))
 
     def release(self, task_id: str) -> None:
         """Keep only the metrics of a completed task whose output another execution of the
@@ -245,9 +251,12 @@ class TraceFold:
         done = self._done.get(task_id)
         if done is not None:
             trace, metrics = done
-            light = dataclasses.replace(
-                _made(trace), prompts=None, llm_interactions=(), final_output=""
-            )
+            if isinstance(trace, TaskTraceToMake):
+                light = trace.light()
+            else:
+                light = dataclasses.replace(
+                    trace, prompts=None, llm_interactions=(), final_output=""
+                )
             self._done[task_id] = (light, metrics)
 
     def task_result(self, task_id: str) -> tuple[TaskTrace | TaskTraceToMake, TaskMetrics]:
@@ -281,6 +290,10 @@ class TraceFold:
 
     def trace_for(self, completed: EnsembleCompletedEvent) -> ExecutionTrace:
         """The trace the run would have if it ended with `completed` (nothing is kept)."""
+        return _execution_trace(self._trace_parts(completed))
+
+    def _trace_parts(self, completed: EnsembleCompletedEvent) -> _RunParts:
+        """What the trace of a run ending with `completed` is made of, as it is now."""
         started = self._started
         if started is None:
             raise ValueError("the events do not include the run's ensemble_started event")
@@ -292,28 +305,17 @@ class TraceFold:
                     f"the events do not include the completion of task {task_id!r}, one of "
                     "the run's outputs (an event log that dropped events cannot be folded)"
                 )
-            traces.append(_made(done[0]))
-        metrics = self.metrics(completed.agent_synthesis)
-        return direct_new(ExecutionTrace)(
-            ensemble_id=started.ensemble_id,
-            workflow=started.workflow,
-            capture_mode=started.capture_mode,
-            started_at=started.timestamp,
-            completed_at=started.timestamp + completed.duration,
-            total_duration=completed.duration,
-            exit_reason=completed.exit_reason,
-            inputs=self._inputs,
-            agents=completed.agents,
-            task_traces=tuple(traces),
-            metrics=metrics,
-            total_cost_estimate=metrics.total_cost_estimate,
-            errors=completed.errors,
-            agent_synthesis=completed.agent_synthesis,
-            map_reduce_levels=completed.map_reduce_levels,
-            failed_tasks=tuple(self._failed),
-            loop_iterations=tuple(self._iterations),
-            graph_steps=tuple(self._steps),
-            warnings=tuple(self._warnings),
+            traces.append(done[0])
+        return _RunParts(
+            started,
+            completed,
+            self._inputs,
+            tuple(traces),
+            self.metrics(completed.agent_synthesis),
+            tuple(self._failed),
+            tuple(self._iterations),
+            tuple(self._steps),
+            tuple(self._warnings),
         )
 
     # ---- the run ---------------------------------------------------------------------------
@@ -528,6 +530,11 @@ def _graph_step(fold: TraceFold, event: GraphStateCompletedEvent) -> None:
     )
 
 
+_MAKING = threading.RLock()
+"""Held while a trace is made from its parts: threads reading one trace at once get one
+object (reentrant: making a run's trace makes its tasks')."""
+
+
 class TaskTraceToMake(Deferred):
     """A completed task's `TaskTrace`, made when first read (`TaskOutput.trace`, the run's
     trace): most runs never read their tasks' traces, and making one (its prompts, a record
@@ -560,40 +567,102 @@ class TaskTraceToMake(Deferred):
 
     def made(self) -> TaskTrace:
         """The trace (made at the first call; the same object after)."""
-        parts = self._parts  # read once: another thread may be making it too
-        if parts is not None:
-            capture, task, metrics, final_output, parsed_output = parts
-            self._made = _task_trace(
+        with _MAKING:
+            parts = self._parts
+            if parts is not None:
+                capture, task, metrics, final_output, parsed_output = parts
+                self._made = _task_trace(
+                    capture,
+                    task,
+                    self.duration,
+                    self.completed_at,
+                    metrics,
+                    final_output,
+                    parsed_output,
+                )
+                self._parts = None
+            return self._made
+
+    def light(self) -> TaskTrace:
+        """The trace without its prompts, model calls and final output (those of a task
+        execution that another one replaced), made without making the whole trace."""
+        with _MAKING:
+            parts = self._parts
+            if parts is None:
+                return dataclasses.replace(
+                    self._made, prompts=None, llm_interactions=(), final_output=""
+                )
+            capture, task, metrics, _, parsed_output = parts
+            return _task_trace(
                 capture,
                 task,
                 self.duration,
                 self.completed_at,
                 metrics,
-                final_output,
+                "",
                 parsed_output,
+                light=True,
             )
-            self._parts = None
-        return self._made
+
+
+class _RunParts(NamedTuple):
+    """What a run's `ExecutionTrace` is made of (`TraceFold._trace_parts`)."""
+
+    started: EnsembleStartedEvent
+    completed: EnsembleCompletedEvent
+    inputs: dict[str, str]
+    task_traces: tuple[TaskTrace | TaskTraceToMake, ...]
+    metrics: ExecutionMetrics
+    failed: tuple[TaskTrace, ...]
+    iterations: tuple[LoopIterationTrace, ...]
+    steps: tuple[GraphStepTrace, ...]
+    warnings: tuple[str, ...]
 
 
 class ExecutionTraceToMake(Deferred):
     """A run's `ExecutionTrace`, made when first read (`EnsembleOutput.trace`) from its
-    fold, which the run no longer changes; the fold is let go once the trace is made."""
+    parts, taken from the fold when the run ended (so the fold itself is not kept)."""
 
-    __slots__ = ("_fold", "_made")
+    __slots__ = ("_made", "_parts")
 
     _made: ExecutionTrace
 
-    def __init__(self, fold: TraceFold) -> None:
-        self._fold: TraceFold | None = fold
+    def __init__(self, parts: _RunParts) -> None:
+        self._parts: _RunParts | None = parts
 
     def made(self) -> ExecutionTrace:
         """The trace (made at the first call; the same object after)."""
-        fold = self._fold  # read once: another thread may be making it too
-        if fold is not None:
-            self._made = fold.result()
-            self._fold = None
-        return self._made
+        with _MAKING:
+            parts = self._parts
+            if parts is not None:
+                self._made = _execution_trace(parts)
+                self._parts = None
+            return self._made
+
+
+def _execution_trace(parts: _RunParts) -> ExecutionTrace:
+    started, completed, metrics = parts.started, parts.completed, parts.metrics
+    return direct_new(ExecutionTrace)(
+        ensemble_id=started.ensemble_id,
+        workflow=started.workflow,
+        capture_mode=started.capture_mode,
+        started_at=started.timestamp,
+        completed_at=started.timestamp + completed.duration,
+        total_duration=completed.duration,
+        exit_reason=completed.exit_reason,
+        inputs=parts.inputs,
+        agents=completed.agents,
+        task_traces=tuple([_made(trace) for trace in parts.task_traces]),
+        metrics=metrics,
+        total_cost_estimate=metrics.total_cost_estimate,
+        errors=completed.errors,
+        agent_synthesis=completed.agent_synthesis,
+        map_reduce_levels=completed.map_reduce_levels,
+        failed_tasks=parts.failed,
+        loop_iterations=parts.iterations,
+        graph_steps=parts.steps,
+        warnings=parts.warnings,
+    )
 
 
 def _made(trace: TaskTrace | TaskTraceToMake) -> TaskTrace:
@@ -608,7 +677,10 @@ def _task_trace(
     metrics: TaskMetrics,
     final_output: str,
     parsed_output: Any = None,
+    *,
+    light: bool = False,
 ) -> TaskTrace:
+    """The task's trace; `light`, without its prompts and model calls."""
     # fifteen keywords at most: a call with more passes them in a dict (the delegations
     # and memory operations of the few tasks that have any are added after)
     trace = direct_new(TaskTrace)(
@@ -620,9 +692,11 @@ def _task_trace(
         completed_at=completed_at,
         duration=duration,
         prompts=None
-        if task.user_prompt is None
+        if light or task.user_prompt is None
         else PromptTrace(system=task.system_prompt, user=task.user_prompt),
-        llm_interactions=tuple([_interaction(capture, call) for call in task.calls]),
+        llm_interactions=()
+        if light
+        else tuple([_interaction(capture, call) for call in task.calls]),
         final_output=final_output,
         parsed_output=parsed_output,
         metrics=metrics,
