@@ -933,14 +933,14 @@ async def execute_run(
         raise failure
     if interrupted is not None:
         raise interrupted
+    trace = run.trace.result_to_make()  # made when first read, unless an exporter read it
     return direct_new(EnsembleOutput)(
         task_outputs=run.outputs.completed(),
         total_duration=ended.duration,
         exit_reason=reason,
-        metrics=run.trace.metrics(ended.agent_synthesis),
+        metrics=trace.metrics,
         phase_outputs=dict(run.outputs.by_phase),
-        # made when first read: most runs never read their trace (an exporter made it)
-        trace=cast("ExecutionTrace", run.trace.result_to_make()),
+        trace=cast("ExecutionTrace", trace),
         _by_task=run.outputs.by_task(),
         _final=_final_output(plan, run),
         _loops=dict(run.outputs.loops),

@@ -306,7 +306,7 @@ class TraceFold:
                     "the run's outputs (an event log that dropped events cannot be folded)"
                 )
             traces.append(done[0])
-        return _RunParts(
+        return (
             started,
             completed,
             self._inputs,
@@ -605,30 +605,33 @@ class TaskTraceToMake(Deferred):
             )
 
 
-class _RunParts(NamedTuple):
-    """What a run's `ExecutionTrace` is made of (`TraceFold._trace_parts`)."""
-
-    started: EnsembleStartedEvent
-    completed: EnsembleCompletedEvent
-    inputs: dict[str, str]
-    task_traces: tuple[TaskTrace | TaskTraceToMake, ...]
-    metrics: ExecutionMetrics
-    failed: tuple[TaskTrace, ...]
-    iterations: tuple[LoopIterationTrace, ...]
-    steps: tuple[GraphStepTrace, ...]
-    warnings: tuple[str, ...]
+_RunParts = tuple[
+    EnsembleStartedEvent,
+    EnsembleCompletedEvent,
+    dict[str, str],
+    tuple["TaskTrace | TaskTraceToMake", ...],
+    ExecutionMetrics,
+    tuple[TaskTrace, ...],
+    tuple[LoopIterationTrace, ...],
+    tuple[GraphStepTrace, ...],
+    tuple[str, ...],
+]
+"""What a run's `ExecutionTrace` is made of (`TraceFold._trace_parts`): its start and end,
+inputs, task traces, metrics, failed tasks, loop iterations, graph steps and warnings."""
 
 
 class ExecutionTraceToMake(Deferred):
     """A run's `ExecutionTrace`, made when first read (`EnsembleOutput.trace`) from its
     parts, taken from the fold when the run ended (so the fold itself is not kept)."""
 
-    __slots__ = ("_made", "_parts")
+    __slots__ = ("_made", "_parts", "metrics")
 
     _made: ExecutionTrace
 
     def __init__(self, parts: _RunParts) -> None:
         self._parts: _RunParts | None = parts
+        self.metrics = parts[4]
+        """The trace's own metrics (the run's output carries them)."""
 
     def made(self) -> ExecutionTrace:
         """The trace (made at the first call; the same object after)."""
@@ -641,7 +644,7 @@ class ExecutionTraceToMake(Deferred):
 
 
 def _execution_trace(parts: _RunParts) -> ExecutionTrace:
-    started, completed, metrics = parts.started, parts.completed, parts.metrics
+    started, completed, inputs, traces, metrics, failed, iterations, steps, warnings = parts
     return direct_new(ExecutionTrace)(
         ensemble_id=started.ensemble_id,
         workflow=started.workflow,
@@ -650,18 +653,20 @@ def _execution_trace(parts: _RunParts) -> ExecutionTrace:
         completed_at=started.timestamp + completed.duration,
         total_duration=completed.duration,
         exit_reason=completed.exit_reason,
-        inputs=parts.inputs,
+        inputs=inputs,
         agents=completed.agents,
-        task_traces=tuple([_made(trace) for trace in parts.task_traces]),
+        task_traces=tuple(
+            [trace.made() if isinstance(trace, TaskTraceToMake) else trace for trace in traces]
+        ),
         metrics=metrics,
         total_cost_estimate=metrics.total_cost_estimate,
         errors=completed.errors,
         agent_synthesis=completed.agent_synthesis,
         map_reduce_levels=completed.map_reduce_levels,
-        failed_tasks=parts.failed,
-        loop_iterations=parts.iterations,
-        graph_steps=parts.steps,
-        warnings=parts.warnings,
+        failed_tasks=failed,
+        loop_iterations=iterations,
+        graph_steps=steps,
+        warnings=warnings,
     )
 
 
