@@ -537,8 +537,8 @@ object (reentrant: making a run's trace makes its tasks')."""
 
 class TaskTraceToMake(Deferred):
     """A completed task's `TaskTrace`, made when first read (`TaskOutput.trace`, the run's
-    trace): most runs never read their tasks' traces, and making one (its prompts, a record
-    of each model call) was about a tenth of the engine's cost per task. It keeps the
+    trace): most runs never read their tasks' traces, and making them (their prompts, a
+    record of each model call) was about 7% of a run's instructions. It keeps the
     task's record in the fold, which nothing changes once the task completed, and lets go
     of it once the trace is made (in its own slots, not a tuple: 48 bytes less for each of
     the thousands of tasks a run may hold). `completed_at` and `duration` are the trace's
