@@ -139,8 +139,7 @@ class _OwnRunner:
 
         owned = _own_ctrl_c(self._signals, on_ctrl_c, self._wake_fd)
         try:
-            while not task.done():  # `_run_until_done`, inline: this is every sync call's path
-                loop.run_forever()
+            self._run_until_done(task)
             return task.result()
         except asyncio.CancelledError:
             if interrupted:
@@ -270,10 +269,12 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     running = asyncio._get_running_loop()  # None, not an error to chain onto the run's own
     if running is None:
         main = _main  # made on the main thread: its thread id is the main thread's
-        if main is not None and main.thread_id == threading.get_ident():
-            if not main.loop.is_closed():  # every sync call on the main thread but the first
-                return main.run(coroutine)
-            return _main_runner().run(coroutine)
+        if (
+            main is not None
+            and main.thread_id == threading.get_ident()
+            and not main.loop.is_closed()
+        ):
+            return main.run(coroutine)  # every sync call on the main thread but the first
         if threading.current_thread() is threading.main_thread():
             return _main_runner().run(coroutine)
     loop = background_loop()

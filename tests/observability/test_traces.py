@@ -36,6 +36,7 @@ from agentensemble.observability import (
 )
 from agentensemble.observability._capture import resolve_capture_mode
 from agentensemble.outputs import EnsembleOutput
+from tests.observability.test_event_record import Collect, KeepTrace
 
 
 @tool
@@ -303,16 +304,6 @@ def test_a_task_name_is_in_its_output_and_trace() -> None:
     assert [t.name for t in output.trace.task_traces] == ["research", None]
 
 
-class EventLog:
-    """A listener keeping every event of a run."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-
-    def on_event(self, event: Any) -> None:
-        self.events.append(event)
-
-
 def test_a_task_s_trace_is_one_object_whichever_is_read_first() -> None:
     """A run's traces are made when first read (most runs never read them); each task's is
     the same object in its output and in the run's trace, whichever is read first."""
@@ -360,7 +351,7 @@ def test_traces_read_from_many_threads_at_once_are_one_and_the_same() -> None:
 def test_a_trace_from_events_ends_at_the_run_s_completion() -> None:
     """A log may go on after a run's completion (the start of a run resuming it): the
     events after it do not change that run's trace."""
-    first, second = EventLog(), EventLog()
+    first, second = Collect(), Collect()
     traced_run(listeners=[first])
     traced_run(listeners=[second])
     completed = first.events[-1]
@@ -387,12 +378,7 @@ def test_a_task_output_pickles_and_compares_with_its_trace() -> None:
 
 
 def test_the_exporter_and_the_output_hold_one_trace() -> None:
-    exported: list[ExecutionTrace] = []
-
-    class Keeping:
-        def export(self, trace: ExecutionTrace) -> None:
-            exported.append(trace)
-
-    output = traced_run(trace_exporter=Keeping())
-    assert exported == [trace_of(output)]
-    assert exported[0] is trace_of(output)
+    exporter = KeepTrace()
+    output = traced_run(trace_exporter=exporter)
+    assert exporter.traces == [trace_of(output)]
+    assert exporter.traces[0] is trace_of(output)

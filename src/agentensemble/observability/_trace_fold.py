@@ -13,7 +13,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from agentensemble._frozen import Deferred, direct_new
 from agentensemble.observability._capture import CaptureMode
@@ -535,27 +535,44 @@ _MAKING = threading.RLock()
 object (reentrant: making a run's trace makes its tasks')."""
 
 
-class TaskTraceToMake(Deferred):
+class _MadeOnce(Deferred, Generic[T]):
+    """A trace made at its first reading, under `_MAKING`, from parts it lets go of then."""
+
+    __slots__ = ("_made",)
+
+    _made: T | None
+    """None until made (each subclass's ``__init__`` sets it: no call to this class's)."""
+
+    def made(self) -> T:
+        """The trace (made at the first call; the same object after)."""
+        with _MAKING:
+            made = self._made
+            if made is None:
+                made = self._made = self._make()
+            return made
+
+    def _make(self) -> T:
+        """Make the trace and let go of its parts."""
+        raise TypeError(f"{type(self).__name__} does not say how its trace is made")
+
+
+class TaskTraceToMake(_MadeOnce[TaskTrace]):
     """A completed task's `TaskTrace`, made when first read (`TaskOutput.trace`, the run's
     trace): most runs never read their tasks' traces, and making them (their prompts, a
-    record of each model call) was about 7% of a run's instructions. It keeps the
-    task's record in the fold, which nothing changes once the task completed, and lets go
-    of it once the trace is made (in its own slots, not a tuple: 48 bytes less for each of
-    the thousands of tasks a run may hold). `completed_at` and `duration` are the trace's
-    own."""
+    record of each model call) was about 7% of a run's instructions. It keeps the task's
+    record in the fold, which nothing changes once the task completed, until the trace is
+    made (in its own slots, not a tuple: 48 bytes less for each of the thousands of tasks a
+    run may hold). `completed_at` and `duration` are the trace's own."""
 
     __slots__ = (
         "_capture",
         "_final_output",
-        "_made",
         "_metrics",
         "_parsed_output",
         "_task",
         "completed_at",
         "duration",
     )
-
-    _made: TaskTrace
 
     def __init__(
         self,
@@ -566,38 +583,33 @@ class TaskTraceToMake(Deferred):
         final_output: str,
         parsed_output: Any,
     ) -> None:
+        self._made = None
         self.completed_at = task.started_at + duration
         self.duration = duration
         self._capture = capture
-        self._task: _Task | None = task
+        self._task = task
         self._metrics = metrics
         self._final_output = final_output
         self._parsed_output = parsed_output
 
-    def made(self) -> TaskTrace:
-        """The trace (made at the first call; the same object after)."""
-        with _MAKING:
-            task = self._task
-            if task is not None:
-                self._made = self._trace_of(task, light=False)
-                self._task = self._parsed_output = None  # the record and the answer
-            return self._made
+    def _make(self) -> TaskTrace:
+        trace = self._trace_of(light=False)
+        del self._task, self._parsed_output  # the record and the answer
+        return trace
 
     def light(self) -> TaskTrace:
         """The trace without its prompts, model calls and final output (those of a task
         execution that another one replaced), made without making the whole trace."""
         with _MAKING:
-            task = self._task
-            if task is None:
-                return dataclasses.replace(
-                    self._made, prompts=None, llm_interactions=(), final_output=""
-                )
-            return self._trace_of(task, light=True)
+            made = self._made
+            if made is not None:
+                return dataclasses.replace(made, prompts=None, llm_interactions=(), final_output="")
+            return self._trace_of(light=True)
 
-    def _trace_of(self, task: _Task, *, light: bool) -> TaskTrace:
+    def _trace_of(self, *, light: bool) -> TaskTrace:
         return _task_trace(
             self._capture,
-            task,
+            self._task,
             self.duration,
             self.completed_at,
             self._metrics,
@@ -622,27 +634,22 @@ _RunParts = tuple[
 inputs, task traces, metrics, failed tasks, loop iterations, graph steps and warnings."""
 
 
-class ExecutionTraceToMake(Deferred):
+class ExecutionTraceToMake(_MadeOnce[ExecutionTrace]):
     """A run's `ExecutionTrace`, made when first read (`EnsembleOutput.trace`) from its
     parts, taken from the fold when the run ended (so the fold itself is not kept)."""
 
-    __slots__ = ("_made", "_parts", "metrics")
-
-    _made: ExecutionTrace
+    __slots__ = ("_parts", "metrics")
 
     def __init__(self, parts: _RunParts) -> None:
-        self._parts: _RunParts | None = parts
+        self._made = None
+        self._parts = parts
         self.metrics = parts[4]
         """The trace's own metrics (the run's output carries them)."""
 
-    def made(self) -> ExecutionTrace:
-        """The trace (made at the first call; the same object after)."""
-        with _MAKING:
-            parts = self._parts
-            if parts is not None:
-                self._made = _execution_trace(parts)
-                self._parts = None
-            return self._made
+    def _make(self) -> ExecutionTrace:
+        trace = _execution_trace(self._parts)
+        del self._parts
+        return trace
 
 
 def _execution_trace(parts: _RunParts) -> ExecutionTrace:
