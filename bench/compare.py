@@ -39,6 +39,7 @@ FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
     "parallel.py": {
         "sleepy_10000_wall_s": ("sleepy_10000", "wall_s"),
         "sleepy_10000_rss_kb_per_task": ("sleepy_10000", "peak_rss_kb_per_task_in_flight"),
+        "sleepy_10000_function_model_wall_s": ("sleepy_10000_function_model", "wall_s"),
         "dag_10000_cpu_us_per_task": ("layered_dag_10000", "cpu_us_per_task"),
     },
     "listeners.py": {

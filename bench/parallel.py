@@ -6,7 +6,11 @@
     flight at once: wall time, its ratio to the ideal 0.1 s, CPU per task, and the growth of
     peak RSS over the run divided by the tasks in flight. A 100-task run first loads the
     engine (a process's first run imports it), so the figure is the engine's, not the
-    import's. Budgets: 0.5 s and 5 KB per in-flight task.
+    import's. Budgets: 0.5 s and 5 KB per in-flight task. The model is a `ChatModel` that
+    keeps nothing once it answers, as a provider's client does. The same run on a
+    `FunctionModel` is reported beside it (in a fresh interpreter): that test double keeps
+    every request, and the messages in it, for a test's assertions, so each task leaves
+    four objects more behind for the garbage collector to walk.
 (a') the floor under (a), in a fresh interpreter: the same 10,000 asyncio tasks in one
     `TaskGroup`, each building a prompt, awaiting the same sleep and returning a frozen
     result, with no engine: what asyncio alone costs on this machine at this moment.
@@ -29,7 +33,29 @@ from typing import Any
 from _rss import peak_rss_kb
 
 from agentensemble import Ensemble, FunctionModel, Task, Workflow
-from agentensemble.models import Message, ToolSpec
+from agentensemble.models import (
+    AssistantMessage,
+    ChatResponse,
+    Message,
+    ModelSettings,
+    ToolSpec,
+)
+
+
+class SleepyModel:
+    """A model that answers after 100 ms and keeps nothing, like a provider's client."""
+
+    model_name = "sleepy"
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        settings: ModelSettings | None = None,
+    ) -> ChatResponse:
+        await asyncio.sleep(0.1)
+        return ChatResponse(AssistantMessage("done"))
 
 
 async def sleepy(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
@@ -61,11 +87,10 @@ def layered(layers: int, width: int) -> list[Task]:
     return tasks
 
 
-def sleepy_fan_out(count: int) -> dict[str, float]:
-    Ensemble(tasks=independent(100), llm=FunctionModel(sleepy), workflow=Workflow.PARALLEL).run()
-    ensemble = Ensemble(
-        tasks=independent(count), llm=FunctionModel(sleepy), workflow=Workflow.PARALLEL
-    )
+def sleepy_fan_out(count: int, model: Callable[[], Any] = SleepyModel) -> dict[str, float]:
+    """`count` independent tasks on a model that sleeps 100 ms, each `model()`'s own."""
+    Ensemble(tasks=independent(100), llm=model(), workflow=Workflow.PARALLEL).run()
+    ensemble = Ensemble(tasks=independent(count), llm=model(), workflow=Workflow.PARALLEL)
     figures = fan_out_figures(lambda: len(ensemble.run().task_outputs), count)
     return {**figures, "ratio_to_ideal": round(figures["wall_s"] / 0.1, 2)}
 
@@ -128,8 +153,8 @@ def big_dag(layers: int, width: int) -> dict[str, float]:
 
 
 def alone(flag: str) -> dict[str, float]:
-    """A figure measured in a fresh interpreter (``--dag-only``, ``--floor-only``): its peak
-    RSS is its own, not the fan-out's."""
+    """A figure measured in a fresh interpreter (``--dag-only``, ``--floor-only``,
+    ``--function-model-only``): its peak RSS is its own, not the fan-out's."""
     child = subprocess.run(
         [sys.executable, __file__, flag], check=True, capture_output=True, text=True
     )
@@ -145,8 +170,12 @@ def main() -> None:
     if sys.argv[1:] == ["--floor-only"]:
         print(json.dumps(asyncio_floor(10_000)))
         return
+    if sys.argv[1:] == ["--function-model-only"]:
+        print(json.dumps(sleepy_fan_out(10_000, lambda: FunctionModel(sleepy))))
+        return
     results = {
         "sleepy_10000": sleepy_fan_out(10_000),
+        "sleepy_10000_function_model": alone("--function-model-only"),
         "sleepy_10000_asyncio_floor": alone("--floor-only"),
         "layered_dag_10000": alone("--dag-only"),
         "budgets": {
