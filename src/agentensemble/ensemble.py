@@ -313,14 +313,21 @@ class Ensemble(EnsembleSettings):
             from agentensemble._calling import import_off_loop
 
             await import_off_loop("agentensemble._run")
-        from agentensemble._run import run_ensemble
+        # waits, as any import does, while a first run's thread is still importing it; not
+        # `from ... import run_ensemble`: 0.5 µs a call, 0.16 µs so (a from-import looks for
+        # the module's `__path__`, which formats an AttributeError)
+        import agentensemble._run as engine
 
         dashboard = self.web_dashboard
         if dashboard is None:
-            return await run_ensemble(self, inputs, options, resume=resume, decision=decision)
+            return await engine.run_ensemble(
+                self, inputs, options, resume=resume, decision=decision
+            )
         await dashboard.acquire_for_run()
         try:
-            return await run_ensemble(self, inputs, options, resume=resume, decision=decision)
+            return await engine.run_ensemble(
+                self, inputs, options, resume=resume, decision=decision
+            )
         finally:
             await dashboard.release_for_run()
 
