@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -903,12 +904,13 @@ async def execute_run(
     """Execute the plan. The trace is folded from the run's events and exported whether the
     run completes, times out, exits early, fails or is cancelled."""
     started = time.perf_counter()
-    logger.info(
-        "Ensemble run %s starting | %d tasks | %s",
-        run.run_id,
-        len(plan.tasks),
-        plan.workflow_label,
-    )
+    if logger.isEnabledFor(logging.INFO):  # two calls when it is not, four through info()
+        logger.info(
+            "Ensemble run %s starting | %d tasks | %s",
+            run.run_id,
+            len(plan.tasks),
+            plan.workflow_label,
+        )
     failure: BaseException | None = None
     reason = ExitReason.ERROR
     if run.checkpoint is not None:
