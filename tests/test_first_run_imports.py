@@ -57,3 +57,56 @@ def test_the_first_run_imports_the_engine_and_the_sdk_off_the_loop() -> None:
     assert raw == "hi"
     assert engine_thread != loop_thread
     assert sdk_thread != loop_thread
+
+
+HELD_IMPORT = textwrap.dedent(
+    """
+    import asyncio, sys, threading
+
+    held, release = threading.Event(), threading.Event()
+
+    class HoldTheEngine:  # holds the engine's import at the first module it imports
+        def find_spec(self, name, path=None, target=None):
+            if "agentensemble._run" in sys.modules and not held.is_set():
+                held.set()
+                release.wait(60)
+            return None
+
+    def release_when_waited_for(frame, event, arg):  # an import waits on the module's lock
+        if event == "call" and frame.f_code.co_name == "_lock_unlock_module":
+            release.set()
+
+    sys.meta_path.insert(0, HoldTheEngine())
+
+    from agentensemble import Ensemble, FunctionModel, Task
+
+    model = FunctionModel(lambda messages, tools: "hi")
+    ensemble = Ensemble(tasks=[Task("Say hi", "A greeting", llm=model)])
+
+    async def main():
+        first = asyncio.create_task(ensemble.arun())
+        await asyncio.to_thread(held.wait, 60)
+        first.cancel()
+        try:
+            await first
+        except asyncio.CancelledError:
+            pass
+        assert "agentensemble._run" in sys.modules and not release.is_set()
+        sys.setprofile(release_when_waited_for)
+        output = await ensemble.arun()
+        sys.setprofile(None)
+        print(output.raw)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_run_after_a_first_run_cancelled_mid_import_waits_for_the_engine() -> None:
+    """The cancelled run's thread goes on importing the engine, which stays in sys.modules
+    half made meanwhile: the next run waits for it, as an import statement does."""
+    done = subprocess.run(
+        [sys.executable, "-c", HELD_IMPORT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["hi"]
