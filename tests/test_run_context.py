@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,12 +15,14 @@ from agentensemble import (
     Ensemble,
     EnsembleCompletedEvent,
     EnsembleListener,
+    EnsembleOutput,
     ExitReason,
     FunctionModel,
     LLMAgentSynthesizer,
     ModelSettings,
     Phase,
     RateLimit,
+    ReviewHandler,
     RunOptions,
     ScriptedModel,
     Task,
@@ -378,3 +381,66 @@ async def test_a_run_that_times_out_while_planning_still_reports_its_start_and_e
         ("ensemble_completed", 2),
     ]
     assert ExecutionTrace.from_events(recorder.all) == output.trace == exporter.traces[0]
+
+
+def counted_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every group the engine plans from here on, by its number of tasks."""
+    import agentensemble._run as engine
+
+    planned: list[int] = []
+    plan = engine.plan_tasks  # type: ignore[attr-defined]  # what the engine calls
+
+    async def counting(tasks: Sequence[Task[Any]], *args: Any, **kwargs: Any) -> Any:
+        planned.append(len(tasks))
+        return await plan(tasks, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "plan_tasks", counting)
+    return planned
+
+
+def test_runs_that_plan_alike_take_the_first_runs_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = counted_plans(monkeypatch)
+    model = FunctionModel(lambda messages, tools: "done")
+    first = Task("Research the market")
+    ensemble = Ensemble(tasks=[first, Task("Write the report", context=[first])], llm=model)
+    outputs: list[EnsembleOutput | Exception] = [ensemble.run() for _ in range(3)]
+    outputs += asyncio.run(ensemble.arun_many([{}] * 4))  # at once, sharing it
+    assert planned == [2]
+    for output in outputs:
+        assert isinstance(output, EnsembleOutput)
+        assert [o.agent_role for o in output.task_outputs] == ["Researcher", "Writer"]
+    assert len(model.requests) == 14
+
+
+def test_runs_with_texts_of_their_own_each_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = counted_plans(monkeypatch)
+    model = FunctionModel(lambda messages, tools: "done")
+    ensemble = Ensemble(tasks=[Task("Research {topic}")], llm=model)
+    ensemble.run({"topic": "tides"})
+    ensemble.run({"topic": "comets"})
+    assert planned == [1, 1]
+    assert ["comets" in str(request.messages) for request in model.requests] == [False, True]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"agent_synthesizer": LLMAgentSynthesizer()},  # a model call to make an agent
+        {"rate_limit": RateLimit(100, timedelta(seconds=1))},  # fresh buckets per run
+        {"short_term_memory": True},  # the run's memory steps
+        {"review_handler": ReviewHandler.auto_approve()},  # the run's review gates
+    ],
+    ids=["llm-synthesis", "rate-limit", "memory", "review"],
+)
+def test_runs_with_a_plan_of_their_own_each_plan(
+    monkeypatch: pytest.MonkeyPatch, settings: dict[str, Any]
+) -> None:
+    planned = counted_plans(monkeypatch)
+    ensemble = Ensemble(
+        tasks=[Task("Research the market")],
+        llm=FunctionModel(lambda messages, tools: "done"),
+        **settings,
+    )
+    ensemble.run()
+    ensemble.run()
+    assert planned == [1, 1]

@@ -676,7 +676,12 @@ async def _plan_groups(
     nodes: Mapping[Task[Any], Node] | None,
 ) -> tuple[PlannedGroup, ...]:
     """Each group's tasks planned (agents synthesised, gates set, placed in the map-reduce
-    tree of `nodes`), numbered in plan order."""
+    tree of `nodes`), numbered in plan order; a run that plans as every other run of the
+    ensemble does takes the plan the first such run made."""
+    alike = nodes is None and _plans_alike(ensemble, shape, run)
+    if alike and ensemble._planned is not None:
+        kept: tuple[PlannedGroup, ...] = ensemble._planned
+        return kept
     synthesizer = ensemble.agent_synthesizer or TemplateAgentSynthesizer()
     planned_groups: list[PlannedGroup] = []
     first = 1
@@ -702,7 +707,28 @@ async def _plan_groups(
             await _with_loops(group, ensemble, shape, texts, run, synthesis, first)
             for group in planned_groups
         ]
-    return tuple(planned_groups)
+    planned_all = tuple(planned_groups)
+    if alike:
+        object.__setattr__(ensemble, "_planned", planned_all)
+    return planned_all
+
+
+def _plans_alike(ensemble: Ensemble, shape: _Shape, run: RunContext) -> bool:
+    """Whether the run plans its tasks as every run of the ensemble does: nothing in its
+    plan is its own (no inputs in its texts or agents, no rate-limit buckets, memory or
+    review gates, no loops) and no model is asked to synthesise an agent. Its planned
+    tasks are frozen, so runs, even at once, can share them."""
+    synthesizer = ensemble.agent_synthesizer
+    return (
+        shape.texts is not None
+        and not shape.templated_agents
+        and not shape.loops
+        and run.memory is None
+        and run.limiters.ensemble is None
+        and not run.limiters.by_task
+        and ensemble.review_handler is None
+        and (synthesizer is None or type(synthesizer) is TemplateAgentSynthesizer)
+    )
 
 
 async def _with_loops(

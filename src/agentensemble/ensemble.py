@@ -204,6 +204,9 @@ class Ensemble(EnsembleSettings):
     _validated: Any = field(init=False, default=None, repr=False)
     """What the run-time checks made of this configuration, kept by the first run that
     passed them: the configuration is immutable, so every later run reuses it."""
+    _planned: Any = field(init=False, default=None, repr=False)
+    """The planned tasks of a run that has nothing of its own to plan with, kept by the
+    first such run: every later one plans the same (see `_run._plans_alike`)."""
     event_listeners: tuple[object, ...] = field(init=False, default=(), repr=False)
     """What every run of this ensemble notifies: `listeners`, then one for the keyword
     callbacks (derived; per-run listeners come from `RunOptions`)."""
