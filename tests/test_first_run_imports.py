@@ -95,6 +95,7 @@ HELD_IMPORT = textwrap.dedent(
         sys.setprofile(release_when_waited_for)
         output = await ensemble.arun()
         sys.setprofile(None)
+        assert release.is_set()  # by the wait on the lock, not by the hold's deadline
         print(output.raw)
 
     asyncio.run(main())

@@ -403,8 +403,9 @@ def test_runs_that_plan_alike_take_the_first_runs_plan(monkeypatch: pytest.Monke
     model = FunctionModel(lambda messages, tools: "done")
     first = Task("Research the market")
     ensemble = Ensemble(tasks=[first, Task("Write the report", context=[first])], llm=model)
-    outputs: list[EnsembleOutput | Exception] = [ensemble.run() for _ in range(3)]
-    outputs += asyncio.run(ensemble.arun_many([{}] * 4))  # at once, sharing it
+    outputs: list[EnsembleOutput | Exception] = []
+    outputs += asyncio.run(ensemble.arun_many([{}] * 4))  # the first ones at once
+    outputs += [ensemble.run() for _ in range(3)]
     assert planned == [2]
     for output in outputs:
         assert isinstance(output, EnsembleOutput)
@@ -444,3 +445,36 @@ def test_runs_with_a_plan_of_their_own_each_plan(
     ensemble.run()
     ensemble.run()
     assert planned == [1, 1]
+
+
+class Files:
+    """A tool whose description lists the files there are when a run reads it."""
+
+    name = "list_files"
+
+    def __init__(self) -> None:
+        self.files = ["a.txt"]
+
+    @property
+    def description(self) -> str:
+        return "Files: " + ", ".join(self.files)
+
+    def execute(self, input: str) -> str:
+        return "listed"
+
+
+def test_a_task_without_an_agent_resolves_its_tools_every_run() -> None:
+    files = Files()
+    offered: list[str] = []
+
+    def reply(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> str:
+        offered.append(tools[0].description)
+        return "done"
+
+    ensemble = Ensemble(
+        tasks=[Task("Summarise the files", tools=[files])], llm=FunctionModel(reply)
+    )
+    ensemble.run()
+    files.files.append("b.txt")
+    ensemble.run()
+    assert offered == ["Files: a.txt", "Files: a.txt, b.txt"]

@@ -153,6 +153,9 @@ class _Shape:
     templated_agents: tuple[Agent, ...] = ()
     """The agents whose texts may hold a template: each run fills them in (set, like
     `texts`, when the ensemble is checked)."""
+    plans_alike: bool = False
+    """Whether every run plans the same frozen tasks (see `_plans_alike`): the first run
+    keeps its plan on the ensemble and the later ones take it."""
 
     @property
     def all_tasks(self) -> tuple[Task[Any], ...]:
@@ -345,6 +348,7 @@ def _validate(ensemble: Ensemble) -> _Shape:
             texts=fixed_texts(every),
             templated_agents=tuple(filter(has_template, _agents_of(ensemble, every))),
         )
+        shape = dataclasses.replace(shape, plans_alike=_plans_alike(ensemble, shape))
         object.__setattr__(ensemble, "_validated", shape)
     return shape
 
@@ -678,7 +682,7 @@ async def _plan_groups(
     """Each group's tasks planned (agents synthesised, gates set, placed in the map-reduce
     tree of `nodes`), numbered in plan order; a run that plans as every other run of the
     ensemble does takes the plan the first such run made."""
-    alike = nodes is None and _plans_alike(ensemble, shape, run)
+    alike = nodes is None and shape.plans_alike
     if alike and ensemble._planned is not None:
         kept: tuple[PlannedGroup, ...] = ensemble._planned
         return kept
@@ -713,21 +717,25 @@ async def _plan_groups(
     return planned_all
 
 
-def _plans_alike(ensemble: Ensemble, shape: _Shape, run: RunContext) -> bool:
-    """Whether the run plans its tasks as every run of the ensemble does: nothing in its
-    plan is its own (no inputs in its texts or agents, no rate-limit buckets, memory or
-    review gates, no loops) and no model is asked to synthesise an agent. Its planned
+def _plans_alike(ensemble: Ensemble, shape: _Shape) -> bool:
+    """Whether every run plans the same tasks: nothing in a plan is the run's own (no
+    inputs in its texts or agents, no rate-limit buckets, memory or review gates, no loops),
+    no model is asked to synthesise an agent, and no task without an agent brings tools
+    (each run resolves those: an MCP server's tools are read when the run starts). Planned
     tasks are frozen, so runs, even at once, can share them."""
+    every = shape.all_tasks
     synthesizer = ensemble.agent_synthesizer
     return (
         shape.texts is not None
         and not shape.templated_agents
         and not shape.loops
-        and run.memory is None
-        and run.limiters.ensemble is None
-        and not run.limiters.by_task
+        and _memory(ensemble) is None
+        and ensemble.rate_limit is None
         and ensemble.review_handler is None
         and (synthesizer is None or type(synthesizer) is TemplateAgentSynthesizer)
+        and not any(
+            task.rate_limit is not None or (task.tools and task.agent is None) for task in every
+        )
     )
 
 
