@@ -723,19 +723,16 @@ def _plans_alike(ensemble: Ensemble, shape: _Shape) -> bool:
     no model is asked to synthesise an agent, and no task without an agent brings tools
     (each run resolves those: an MCP server's tools are read when the run starts). Planned
     tasks are frozen, so runs, even at once, can share them."""
-    every = shape.all_tasks
     synthesizer = ensemble.agent_synthesizer
     return (
         shape.texts is not None
         and not shape.templated_agents
         and not shape.loops
         and _memory(ensemble) is None
-        and ensemble.rate_limit is None
+        and not RunLimiters.of(shape.tasks, ensemble.rate_limit).owned
         and ensemble.review_handler is None
         and (synthesizer is None or type(synthesizer) is TemplateAgentSynthesizer)
-        and not any(
-            task.rate_limit is not None or (task.tools and task.agent is None) for task in every
-        )
+        and not any(task.tools and task.agent is None for task in shape.tasks)
     )
 
 

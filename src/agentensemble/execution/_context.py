@@ -205,6 +205,11 @@ class RunLimiters:
             if task.rate_limit is not None and task.llm is None:
                 self.by_task[task] = RateLimiter(task.rate_limit)
 
+    @property
+    def owned(self) -> bool:
+        """Whether the run owns any bucket (the ensemble's, or a task's)."""
+        return self.ensemble is not None or bool(self.by_task)
+
     def for_task(self, task: Task[Any]) -> RateLimiter | None:
         """The run's bucket for `task`'s model calls, if the run owns one."""
         own = self.by_task.get(task)
